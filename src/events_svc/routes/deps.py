@@ -1,0 +1,102 @@
+"""What every route depends on: the service context, the actor, scopes, If-Match."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import Depends, Header, Request, Response
+
+from events_svc import errors
+from events_svc.actors import Actor
+from events_svc.db import Pool
+from events_svc.ports import Ports
+from events_svc.settings import Settings
+from events_svc.verbs.tokens import resolve_token
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass
+class ServiceContext:
+    """Everything a route needs; lives on `app.state.events` for the app's lifetime."""
+
+    settings: Settings
+    ports: Ports
+    migrations_dir: Path
+    clock: Callable[[], datetime] = utc_now
+    pool: Pool | None = None
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    def db(self) -> Pool:
+        if self.pool is None:
+            raise errors.DatabaseUnavailable("The service is starting or stopping.")
+        return self.pool
+
+
+def get_ctx(request: Request) -> ServiceContext:
+    ctx: ServiceContext = request.app.state.events
+    return ctx
+
+
+Ctx = Annotated[ServiceContext, Depends(get_ctx)]
+
+
+async def current_actor(request: Request) -> Actor:
+    """Placeholder the app overrides with the composed actor dependency."""
+    raise errors.Unauthenticated()
+
+
+async def bearer_actor(request: Request) -> Actor:
+    """The standalone actor: a bearer API token from event.api_tokens."""
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise errors.Unauthenticated()
+    ctx = get_ctx(request)
+    actor = await resolve_token(ctx.db(), token.strip(), ctx.clock())
+    if actor is None:
+        raise errors.Unauthenticated("The token is unknown or revoked.")
+    return actor
+
+
+ActorDependency = Callable[..., Awaitable[Actor]]
+
+
+def require(scope: str) -> Any:
+    """A dependency answering the actor when it holds `scope` (403 missing_scope otherwise)."""
+
+    async def check(actor: Annotated[Actor, Depends(current_actor)]) -> Actor:
+        if not actor.has(scope):
+            raise errors.MissingScope(f"This route needs the {scope} scope.", scope=scope)
+        return actor
+
+    return Depends(check)
+
+
+def parse_if_match(if_match: Annotated[str | None, Header()] = None) -> int | None:
+    """The revision named by If-Match (`"3"`, `W/"3"`, `3`); `*` or absent means any."""
+    if if_match is None or if_match.strip() == "*":
+        return None
+    value = if_match.strip().removeprefix("W/").strip('"')
+    if not value.isdigit():
+        raise errors.StaleRevision("If-Match does not name a revision of this object.")
+    return int(value)
+
+
+IfMatch = Annotated[int | None, Depends(parse_if_match)]
+
+
+def with_etag(response: Response, version: int) -> None:
+    response.headers["ETag"] = f'"{version}"'
+
+
+def no_nul(value: str | None, name: str) -> str | None:
+    if value is not None and "\x00" in value:
+        raise errors.ValidationFailed("NUL characters are not allowed in text", field=name)
+    return value

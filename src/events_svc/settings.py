@@ -1,0 +1,131 @@
+"""Settings: the only reader of the environment.
+
+One immutable object, built once by the CLI (or by a host) and passed down.
+Every knob is parsed strictly; a bad value raises `SettingsError` naming the
+variable, and the CLI turns that into one clear line and a non-zero exit.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+_TRUE = {"1", "true", "yes", "on", "y", "t"}
+_FALSE = {"0", "false", "no", "off", "n", "f", ""}
+
+
+class SettingsError(ValueError):
+    """A configuration value that cannot be used; the message names the variable."""
+
+
+def _int(env: Mapping[str, str], name: str, default: int, *, minimum: int = 1) -> int:
+    raw = env.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise SettingsError(f"{name}={raw!r} is not an integer") from None
+    if value < minimum:
+        raise SettingsError(f"{name}={value} must be >= {minimum}")
+    return value
+
+
+def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = env.get(name)
+    if raw is None:
+        return default
+    text = raw.strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise SettingsError(f"{name}={raw!r} is not a boolean (use true/false)")
+
+
+def _secrets(env: Mapping[str, str], name: str) -> tuple[str, ...]:
+    raw = env.get(name, "")
+    parts = tuple(p.strip() for p in raw.split(",") if p.strip())
+    for part in parts:
+        if len(part) < 16:
+            # never echo the value: it is a secret
+            raise SettingsError(f"{name} holds a secret shorter than 16 characters")
+    return parts
+
+
+def _url(env: Mapping[str, str], name: str) -> str | None:
+    raw = env.get(name)
+    if raw is None or raw.strip() == "":
+        return None
+    value = raw.strip()
+    if not value.startswith(("postgresql://", "postgres://")):
+        raise SettingsError(f"{name} must be a postgresql:// URL")
+    return value
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every knob of the service; see the configuration table in README.md."""
+
+    database_url: str | None = None
+    data_dir: Path = field(default_factory=lambda: Path(".events-data"))
+    host: str = "127.0.0.1"
+    port: int = 8000
+    pool_min: int = 2
+    pool_max: int = 10
+    lock_timeout_ms: int = 5000
+    statement_timeout_ms: int = 30000
+    connect_timeout_s: int = 5
+    capability_secrets: tuple[str, ...] = ()
+    mail_batch: int = 50
+    mail_cron_limit: int = 1000
+    lead_batch: int = 50
+    lead_cron_limit: int = 1000
+    trusted_proxy: bool = False
+    intake_public: bool = False
+    public_base_url: str = ""
+    migrations_dir: Path | None = None
+    log_level: str = "INFO"
+
+    def __post_init__(self) -> None:
+        if self.pool_min > self.pool_max:
+            raise SettingsError(
+                f"EVENTS_POOL_MIN={self.pool_min} exceeds EVENTS_POOL_MAX={self.pool_max}"
+            )
+        if not 0 < self.port < 65536:
+            raise SettingsError(f"EVENTS_PORT={self.port} is not a TCP port")
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        """Parse the environment (or the mapping given) into settings."""
+        e = os.environ if env is None else env
+        level = e.get("EVENTS_LOG_LEVEL", "INFO").strip().upper()
+        if level not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
+            raise SettingsError(f"EVENTS_LOG_LEVEL={level!r} is not DEBUG/INFO/WARNING/ERROR")
+        migrations = e.get("EVENTS_MIGRATIONS_DIR", "").strip()
+        base_url = e.get("EVENTS_PUBLIC_BASE_URL", "").strip().rstrip("/")
+        if base_url and not base_url.startswith(("http://", "https://")):
+            raise SettingsError(f"EVENTS_PUBLIC_BASE_URL={base_url!r} must start with http(s)://")
+        return cls(
+            database_url=_url(e, "EVENTS_DATABASE_URL"),
+            data_dir=Path(e.get("EVENTS_DATA_DIR", "").strip() or ".events-data"),
+            host=e.get("EVENTS_HOST", "").strip() or "127.0.0.1",
+            port=_int(e, "EVENTS_PORT", 8000),
+            pool_min=_int(e, "EVENTS_POOL_MIN", 2),
+            pool_max=_int(e, "EVENTS_POOL_MAX", 10),
+            lock_timeout_ms=_int(e, "EVENTS_LOCK_TIMEOUT_MS", 5000),
+            statement_timeout_ms=_int(e, "EVENTS_STATEMENT_TIMEOUT_MS", 30000),
+            connect_timeout_s=_int(e, "EVENTS_CONNECT_TIMEOUT_S", 5),
+            capability_secrets=_secrets(e, "EVENT_CAPABILITY_SECRET"),
+            mail_batch=_int(e, "EVENT_MAIL_BATCH", 50),
+            mail_cron_limit=_int(e, "EVENT_MAIL_CRON_LIMIT", 1000),
+            lead_batch=_int(e, "EVENT_LEAD_BATCH", 50),
+            lead_cron_limit=_int(e, "EVENT_LEAD_CRON_LIMIT", 1000),
+            trusted_proxy=_bool(e, "EVENT_TRUSTED_PROXY", False),
+            intake_public=_bool(e, "EVENT_INTAKE_PUBLIC", False),
+            public_base_url=base_url,
+            migrations_dir=Path(migrations) if migrations else None,
+            log_level=level,
+        )

@@ -1,0 +1,1 @@
+"""Verbs: one async function per behaviour, one transaction each, SQL beside it."""

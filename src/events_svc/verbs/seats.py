@@ -1,0 +1,93 @@
+"""Seat truth: the ONE seat counter of the service.
+
+A seat is a registration with `state IN ('open','done') AND active`; nothing
+is stored. `reserved` counts open rows, `used` done rows, `taken` both, and
+`available = cap - taken` only when the cap is above 0 (0 or less is
+unlimited, everywhere). On a multi-slot event the event cap applies per slot,
+so the event-level cap is `seats_max * slot count`. Every read of seats in the
+service comes from `get_seat_view`; the register verb counts with
+`count_taken` under its locks.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+from uuid import UUID
+
+from events_svc.db import Connection
+
+# One grouped read over the partial index registrations_seat_event_idx.
+_TAKEN_BY_SCOPE = """
+SELECT event_ticket_id, event_slot_id, state::text AS state, count(*) AS n
+FROM event.registrations
+WHERE event_id = $1 AND state IN ('open', 'done') AND active
+GROUP BY event_ticket_id, event_slot_id, state
+"""
+_TICKETS = "SELECT id, seats_max FROM event.tickets WHERE event_id = $1 ORDER BY created_at, id"
+_SLOTS = "SELECT id FROM event.slots WHERE event_id = $1 ORDER BY date_begin, id"
+
+
+def scope_view(cap: int, reserved: int, used: int) -> dict[str, Any]:
+    """{limited, cap, reserved, used, taken, available}; available is None when unlimited."""
+    limited = cap > 0
+    taken = reserved + used
+    return {
+        "limited": limited,
+        "cap": cap if limited else 0,
+        "reserved": reserved,
+        "used": used,
+        "taken": taken,
+        "available": max(cap - taken, 0) if limited else None,
+    }
+
+
+def event_cap(event: dict[str, Any]) -> int:
+    """The per-scope event cap: 0 (unlimited) unless seats are limited with a positive max."""
+    return int(event["seats_max"]) if event["seats_limited"] and event["seats_max"] > 0 else 0
+
+
+async def get_seat_view(conn: Connection, event: dict[str, Any]) -> dict[str, Any]:
+    """The seat read model of one event: event, tickets, slots, available_min, is_sold_out."""
+    event_id: UUID = event["id"]
+    counts = await conn.fetch(_TAKEN_BY_SCOPE, event_id)
+    tickets = await conn.fetch(_TICKETS, event_id)
+    multi = bool(event["is_multi_slots"])
+    slots = await conn.fetch(_SLOTS, event_id) if multi else []
+    by_event: Counter[str] = Counter()
+    by_ticket: dict[UUID, Counter[str]] = {}
+    by_slot: dict[UUID, Counter[str]] = {}
+    for row in counts:
+        n = int(row["n"])
+        by_event[row["state"]] += n
+        if row["event_ticket_id"] is not None:
+            by_ticket.setdefault(row["event_ticket_id"], Counter())[row["state"]] += n
+        if row["event_slot_id"] is not None:
+            by_slot.setdefault(row["event_slot_id"], Counter())[row["state"]] += n
+    per_slot_cap = event_cap(event)
+    factor = max(len(slots), 1) if multi else 1
+    event_view = scope_view(per_slot_cap * factor, by_event["open"], by_event["done"])
+    event_full = event_view["limited"] and event_view["available"] == 0
+    ticket_views = []
+    for t in tickets:
+        c = by_ticket.get(t["id"], Counter())
+        view = scope_view(max(int(t["seats_max"]), 0) * factor, c["open"], c["done"])
+        own_full = view["limited"] and view["available"] == 0
+        ticket_views.append({"ticket_id": t["id"], **view, "is_sold_out": event_full or own_full})
+    slot_views = []
+    for s in slots:
+        c = by_slot.get(s["id"], Counter())
+        view = scope_view(per_slot_cap, c["open"], c["done"])
+        own_full = view["limited"] and view["available"] == 0
+        slot_views.append({"slot_id": s["id"], **view, "is_sold_out": own_full})
+    limited_avail = [v["available"] for v in [event_view, *ticket_views] if v["limited"]]
+    available_min = min(limited_avail) if limited_avail else None
+    all_tickets_full = bool(ticket_views) and all(t["is_sold_out"] for t in ticket_views)
+    all_slots_full = bool(slot_views) and all(s["is_sold_out"] for s in slot_views)
+    return {
+        "event": event_view,
+        "tickets": ticket_views,
+        "slots": slot_views,
+        "available_min": available_min,
+        "is_sold_out": bool(event_full or all_tickets_full or all_slots_full),
+    }
