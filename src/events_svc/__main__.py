@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import signal
 import sys
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
@@ -30,6 +31,10 @@ from events_svc.settings import Settings, SettingsError
 from events_svc.verbs import tokens
 
 log = logging.getLogger("events_svc.cli")
+
+
+def _exit_on_signal(signum: int, frame: object) -> None:
+    raise SystemExit(0)
 
 
 def _now() -> datetime:
@@ -91,6 +96,9 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
             timeout_graceful_shutdown=30,
         )
         print(f"events-svc: serving on http://{host}:{port}", flush=True)
+        # uvicorn re-raises the signal that stopped it once it has drained; turn
+        # SIGTERM into SystemExit so the embedded server below is stopped too.
+        signal.signal(signal.SIGTERM, _exit_on_signal)
         uvicorn.Server(config).run()
     finally:
         if server is not None:

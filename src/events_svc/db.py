@@ -110,8 +110,11 @@ def refusal_for(exc: asyncpg.IntegrityConstraintViolationError) -> errors.Domain
     if entry is None:
         return None
     if isinstance(entry, tuple):
-        still_referenced = "still referenced" in (getattr(exc, "detail", "") or "")
-        cls = entry[1] if still_referenced else entry[0]
+        # RESTRICT (23001) and NO ACTION ("is still referenced from") are the delete side
+        referenced = isinstance(exc, asyncpg.RestrictViolationError) or "referenced from" in (
+            getattr(exc, "detail", "") or ""
+        )
+        cls = entry[1] if referenced else entry[0]
     else:
         cls = entry
     # the constraint name is safe to show; the server's detail may hold values: never shown

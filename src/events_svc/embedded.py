@@ -159,6 +159,8 @@ class EmbeddedPostgres:
                 )
             with contextlib.suppress(Exception):
                 self._server.global_process_id_list.get_and_remove(os.getpid())
+            # the wheel caches one handle per folder; a later start must build a fresh one
+            lib.PostgresServer._instances.pop(self.pgdata, None)
             self._server = None
         if self._lock is not None:
             fcntl.flock(self._lock, fcntl.LOCK_UN)

@@ -1,0 +1,124 @@
+"""The migration runner on a real PostgreSQL: fresh apply, no-op re-run, refusals, concurrency."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from events_svc import migrate
+
+FILES = migrate.load(migrate.default_dir())
+
+
+async def _applied(url: str) -> list[str]:
+    conn = await asyncpg.connect(url)
+    try:
+        rows = await conn.fetch("SELECT name FROM event.schema_migrations ORDER BY name")
+        return [r["name"] for r in rows]
+    finally:
+        await conn.close()
+
+
+async def test_fresh_apply_then_rerun_is_a_no_op(empty_db_url: str):
+    conn = await asyncpg.connect(empty_db_url)
+    try:
+        assert await migrate.pending(conn, migrate.default_dir()) == [m.name for m in FILES]
+        first = await migrate.apply(conn, migrate.default_dir())
+        assert first == [m.name for m in FILES]
+        assert await migrate.apply(conn, migrate.default_dir()) == []
+        assert await migrate.pending(conn, migrate.default_dir()) == []
+        tables = await conn.fetchval(
+            "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'event'"
+        )
+        assert tables >= 22
+    finally:
+        await conn.close()
+
+
+async def test_an_edited_or_vanished_applied_file_is_refused(empty_db_url: str, tmp_path: Path):
+    folder = tmp_path / "migrations"
+    shutil.copytree(migrate.default_dir(), folder)
+    conn = await asyncpg.connect(empty_db_url)
+    try:
+        await migrate.apply(conn, folder)
+        edited = folder / FILES[1].name
+        edited.write_text(edited.read_text() + "\n-- a later edit\n")
+        with pytest.raises(migrate.MigrationError, match="was edited"):
+            await migrate.apply(conn, folder)
+        with pytest.raises(migrate.MigrationError, match="was edited"):
+            await migrate.pending(conn, folder)
+        edited.unlink()
+        with pytest.raises(migrate.MigrationError, match="is missing"):
+            await migrate.apply(conn, folder)
+    finally:
+        await conn.close()
+
+
+async def test_a_new_file_applies_after_the_landed_ones(empty_db_url: str, tmp_path: Path):
+    folder = tmp_path / "migrations"
+    shutil.copytree(migrate.default_dir(), folder)
+    conn = await asyncpg.connect(empty_db_url)
+    try:
+        await migrate.apply(conn, folder)
+        (folder / "9999_add_probe_table.sql").write_text("CREATE TABLE event.probe (x int);")
+        assert await migrate.apply(conn, folder) == ["9999_add_probe_table.sql"]
+        (folder / "bad name.sql").write_text("SELECT 1;")
+        with pytest.raises(migrate.MigrationError, match="not NNNN_snake_case"):
+            await migrate.apply(conn, folder)
+    finally:
+        await conn.close()
+
+
+async def test_a_failing_migration_rolls_back_alone(empty_db_url: str, tmp_path: Path):
+    folder = tmp_path / "migrations"
+    shutil.copytree(migrate.default_dir(), folder)
+    (folder / "9999_broken.sql").write_text("CREATE TABLE event.half (x int); SELECT 1/0;")
+    conn = await asyncpg.connect(empty_db_url)
+    try:
+        with pytest.raises(asyncpg.DivisionByZeroError):
+            await migrate.apply(conn, folder)
+        assert await conn.fetchval("SELECT to_regclass('event.half')") is None
+    finally:
+        await conn.close()
+    assert await _applied(empty_db_url) == [m.name for m in FILES]
+
+
+async def test_two_concurrent_migrate_processes_apply_once(empty_db_url: str):
+    env = {**os.environ, "EVENTS_DATABASE_URL": empty_db_url}
+    procs = [
+        subprocess.Popen([sys.executable, "-m", "events_svc", "migrate"], env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]  # fmt: skip
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    counts = sorted(int(out.split()[1]) for out, _ in outs)
+    assert counts == [0, len(FILES)], outs
+    assert await _applied(empty_db_url) == [m.name for m in FILES]
+
+
+async def test_readyz_is_503_while_migrations_are_pending(empty_db_url: str):
+    import httpx
+
+    from events_svc import create_app
+    from events_svc.settings import Settings
+
+    app = create_app(Settings(database_url=empty_db_url, pool_min=1, pool_max=2))
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as c:
+            r = await c.get("/readyz")
+            assert r.status_code == 503 and r.json()["reason"] == "migrations_pending"
+            conn = await asyncpg.connect(empty_db_url)
+            try:
+                await migrate.apply(conn, migrate.default_dir())
+            finally:
+                await conn.close()
+            assert (await c.get("/readyz")).status_code == 200
+            assert (await c.get("/api/v1/event/readyz")).status_code == 200

@@ -1,0 +1,119 @@
+"""Service routes, settings, the error contract, and the curl smoke probe against `serve`."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from events_svc import errors
+from events_svc.settings import Settings, SettingsError
+from tests.probes.conftest import Api
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+async def test_healthz_and_readyz(api: Api):
+    c = httpx.AsyncClient(transport=httpx.ASGITransport(app=api.app), base_url="http://t")
+    assert (await c.get("/healthz")).json() == {"status": "ok"}
+    assert (await c.get("/readyz")).json() == {"status": "ready"}
+    await c.aclose()
+
+
+async def test_unknown_routes_answer_the_error_shape(api: Api):
+    r = await api.client.get("/admin/nothing-here")
+    assert r.status_code == 404 and r.json()["error"]["code"] == "not_found"
+    r = await api.client.put("/admin/events")
+    assert r.status_code == 405 and r.json()["error"]["code"] == "method_not_allowed"
+
+
+async def test_openapi_lists_the_error_bodies(api: Api):
+    doc = (await api.client.get("/../../../openapi.json")).json()
+    assert "ErrorBody" in doc["components"]["schemas"]
+    responses = doc["paths"]["/api/v1/event/admin/events"]["post"]["responses"]
+    for status in ("401", "403", "409", "422", "503"):
+        assert status in responses
+
+
+def test_every_refusal_has_a_unique_code_and_a_4xx_or_503_status():
+    codes = [e.code for e in errors.all_errors()]
+    assert len(codes) == len(set(codes))
+    assert all(400 <= e.status < 500 or e.status == 503 for e in errors.all_errors())
+
+
+@pytest.mark.parametrize(
+    ("var", "value"),
+    [
+        ("EVENT_MAIL_BATCH", "many"),
+        ("EVENT_MAIL_CRON_LIMIT", "0"),
+        ("EVENT_TRUSTED_PROXY", "maybe"),
+        ("EVENTS_PORT", "70000"),
+        ("EVENTS_DATABASE_URL", "mysql://x"),
+        ("EVENT_CAPABILITY_SECRET", "short"),
+    ],
+)
+def test_a_bad_setting_names_its_variable(var: str, value: str):
+    with pytest.raises(SettingsError, match=var):
+        Settings.from_env({var: value})
+
+
+def test_bool_tolerant_settings_and_defaults():
+    s = Settings.from_env({"EVENT_TRUSTED_PROXY": "Yes", "EVENT_CAPABILITY_SECRET": "a" * 20 +
+                           ", " + "b" * 20})  # fmt: skip
+    assert s.trusted_proxy is True and s.capability_secrets == ("a" * 20, "b" * 20)
+    d = Settings.from_env({})
+    assert (d.mail_batch, d.mail_cron_limit, d.trusted_proxy, d.intake_public) == (
+        50, 1000, False, False,
+    )  # fmt: skip
+
+
+def test_the_cli_stops_with_one_clear_line_on_a_bad_setting():
+    env = {**os.environ, "EVENT_MAIL_BATCH": "lots"}
+    r = subprocess.run([sys.executable, "-m", "events_svc", "migrate"], env=env,
+                       capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines() == [
+        "events-svc: configuration error: EVENT_MAIL_BATCH='lots' is not an integer"
+    ]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_smoke_script_passes_against_a_real_serve_process(db_url: str, tmp_path: Path):
+    port = _free_port()
+    env = {**os.environ, "EVENTS_DATABASE_URL": db_url, "EVENTS_PORT": str(port),
+           "EVENTS_DATA_DIR": str(tmp_path)}  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "events_svc", "serve"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.2)
+        r = subprocess.run(["bash", str(ROOT / "scripts" / "smoke.sh"), base],
+                           capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert r.returncode == 0, r.stdout
+        assert "smoke: PASS" in r.stdout
+    finally:
+        proc.terminate()
+        out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 0, out
