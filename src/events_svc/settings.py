@@ -85,7 +85,6 @@ class Settings:
     lead_cron_limit: int = 1000
     trusted_proxy: bool = False
     intake_public: bool = False
-    public_base_url: str = ""
     migrations_dir: Path | None = None
     log_level: str = "INFO"
 
@@ -105,9 +104,6 @@ class Settings:
         if level not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
             raise SettingsError(f"EVENTS_LOG_LEVEL={level!r} is not DEBUG/INFO/WARNING/ERROR")
         migrations = e.get("EVENTS_MIGRATIONS_DIR", "").strip()
-        base_url = e.get("EVENTS_PUBLIC_BASE_URL", "").strip().rstrip("/")
-        if base_url and not base_url.startswith(("http://", "https://")):
-            raise SettingsError(f"EVENTS_PUBLIC_BASE_URL={base_url!r} must start with http(s)://")
         return cls(
             database_url=_url(e, "EVENTS_DATABASE_URL"),
             data_dir=Path(e.get("EVENTS_DATA_DIR", "").strip() or ".events-data"),
@@ -125,7 +121,6 @@ class Settings:
             lead_cron_limit=_int(e, "EVENT_LEAD_CRON_LIMIT", 1000),
             trusted_proxy=_bool(e, "EVENT_TRUSTED_PROXY", False),
             intake_public=_bool(e, "EVENT_INTAKE_PUBLIC", False),
-            public_base_url=base_url,
             migrations_dir=Path(migrations) if migrations else None,
             log_level=level,
         )
