@@ -256,3 +256,14 @@ async def test_seats_read_model_counts_open_and_done_active_rows(api: Api, admin
     await insert_registration(api.pool, eid, ticket=tid)
     seats = (await admin.get(f"/admin/events/{ev['id']}/seats")).json()
     assert seats["tickets"][0]["is_sold_out"] is True and seats["is_sold_out"] is True
+
+
+async def test_a_lock_wait_beyond_lock_timeout_answers_busy(api: Api, admin):
+    ev = await create(admin)
+    async with api.pool.acquire() as holder, holder.transaction():
+        await holder.execute("SELECT 1 FROM event.events WHERE id = $1 FOR UPDATE",
+                             uuid.UUID(ev["id"]))  # fmt: skip
+        r = await admin.patch(f"/admin/events/{ev['id']}", json={"name": "Renamed"})
+    assert r.status_code == 503
+    assert r.json()["error"]["code"] == "busy" and r.headers["retry-after"] == "1"
+    assert (await admin.get(f"/admin/events/{ev['id']}")).json()["name"] == "PyCon Lisbon"
