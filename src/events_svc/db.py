@@ -89,7 +89,7 @@ CONSTRAINT_ERRORS: dict[str, type[errors.DomainError] | _FK] = {
     "registrations_slot_required": errors.RegistrationsWithoutSlot,
     "registration_answers_question_fkey": (errors.ReferenceNotFound, errors.QuestionInUse),
     "registration_answers_answer_of_question_fkey": (
-        errors.PartnerRefMissing,
+        errors.AnswerNotOfQuestion,
         errors.AnswerInUse,
     ),
     "registration_answers_value_xor": errors.ValidationFailed,

@@ -167,8 +167,8 @@ class EventNotMultiSlots(DomainError):
     status = 422
 
 
-class PartnerRefMissing(DomainError):
-    """The event's answers refer to a suggested answer of another question."""
+class AnswerNotOfQuestion(DomainError):
+    """The chosen suggested answer belongs to another question."""
 
     code = "answer_not_of_question"
     status = 422
@@ -248,12 +248,6 @@ class RegistrationsWithoutSlot(Conflict):
     """Registrations without a slot exist; the event cannot become multi-slot."""
 
     code = "registrations_without_slot"
-
-
-class DuplicateName(Conflict):
-    """An object with this name already exists."""
-
-    code = "duplicate_name"
 
 
 # --- 503 ---------------------------------------------------------------------------------
