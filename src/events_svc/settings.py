@@ -109,7 +109,7 @@ class Settings:
             data_dir=Path(e.get("EVENTS_DATA_DIR", "").strip() or ".events-data"),
             host=e.get("EVENTS_HOST", "").strip() or "127.0.0.1",
             port=_int(e, "EVENTS_PORT", 8000),
-            pool_min=_int(e, "EVENTS_POOL_MIN", 2),
+            pool_min=_int(e, "EVENTS_POOL_MIN", 2, minimum=0),
             pool_max=_int(e, "EVENTS_POOL_MAX", 10),
             lock_timeout_ms=_int(e, "EVENTS_LOCK_TIMEOUT_MS", 5000),
             statement_timeout_ms=_int(e, "EVENTS_STATEMENT_TIMEOUT_MS", 30000),

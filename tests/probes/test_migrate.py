@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import asyncpg
@@ -41,51 +42,48 @@ async def test_fresh_apply_then_rerun_is_a_no_op(empty_db_url: str):
         await conn.close()
 
 
-async def test_an_edited_or_vanished_applied_file_is_refused(empty_db_url: str, tmp_path: Path):
-    folder = tmp_path / "migrations"
-    shutil.copytree(migrate.default_dir(), folder)
-    conn = await asyncpg.connect(empty_db_url)
-    try:
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    """A private copy of the migrations folder that a probe may edit."""
+    copy = tmp_path / "migrations"
+    shutil.copytree(migrate.default_dir(), copy)
+    return copy
+
+
+@pytest.fixture
+async def conn(empty_db_url: str) -> AsyncIterator[asyncpg.Connection]:
+    c = await asyncpg.connect(empty_db_url)
+    yield c
+    await c.close()
+
+
+async def test_an_edited_or_vanished_applied_file_is_refused(conn, folder: Path):
+    await migrate.apply(conn, folder)
+    edited = folder / FILES[1].name
+    edited.write_text(edited.read_text() + "\n-- a later edit\n")
+    with pytest.raises(migrate.MigrationError, match="was edited"):
         await migrate.apply(conn, folder)
-        edited = folder / FILES[1].name
-        edited.write_text(edited.read_text() + "\n-- a later edit\n")
-        with pytest.raises(migrate.MigrationError, match="was edited"):
-            await migrate.apply(conn, folder)
-        with pytest.raises(migrate.MigrationError, match="was edited"):
-            await migrate.pending(conn, folder)
-        edited.unlink()
-        with pytest.raises(migrate.MigrationError, match="is missing"):
-            await migrate.apply(conn, folder)
-    finally:
-        await conn.close()
-
-
-async def test_a_new_file_applies_after_the_landed_ones(empty_db_url: str, tmp_path: Path):
-    folder = tmp_path / "migrations"
-    shutil.copytree(migrate.default_dir(), folder)
-    conn = await asyncpg.connect(empty_db_url)
-    try:
+    with pytest.raises(migrate.MigrationError, match="was edited"):
+        await migrate.pending(conn, folder)
+    edited.unlink()
+    with pytest.raises(migrate.MigrationError, match="is missing"):
         await migrate.apply(conn, folder)
-        (folder / "9999_add_probe_table.sql").write_text("CREATE TABLE event.probe (x int);")
-        assert await migrate.apply(conn, folder) == ["9999_add_probe_table.sql"]
-        (folder / "bad name.sql").write_text("SELECT 1;")
-        with pytest.raises(migrate.MigrationError, match="not NNNN_snake_case"):
-            await migrate.apply(conn, folder)
-    finally:
-        await conn.close()
 
 
-async def test_a_failing_migration_rolls_back_alone(empty_db_url: str, tmp_path: Path):
-    folder = tmp_path / "migrations"
-    shutil.copytree(migrate.default_dir(), folder)
+async def test_a_new_file_applies_after_the_landed_ones(conn, folder: Path):
+    await migrate.apply(conn, folder)
+    (folder / "9999_add_probe_table.sql").write_text("CREATE TABLE event.probe (x int);")
+    assert await migrate.apply(conn, folder) == ["9999_add_probe_table.sql"]
+    (folder / "bad name.sql").write_text("SELECT 1;")
+    with pytest.raises(migrate.MigrationError, match="not NNNN_snake_case"):
+        await migrate.apply(conn, folder)
+
+
+async def test_a_failing_migration_rolls_back_alone(conn, folder: Path, empty_db_url: str):
     (folder / "9999_broken.sql").write_text("CREATE TABLE event.half (x int); SELECT 1/0;")
-    conn = await asyncpg.connect(empty_db_url)
-    try:
-        with pytest.raises(asyncpg.DivisionByZeroError):
-            await migrate.apply(conn, folder)
-        assert await conn.fetchval("SELECT to_regclass('event.half')") is None
-    finally:
-        await conn.close()
+    with pytest.raises(asyncpg.DivisionByZeroError):
+        await migrate.apply(conn, folder)
+    assert await conn.fetchval("SELECT to_regclass('event.half')") is None
     assert await _applied(empty_db_url) == [m.name for m in FILES]
 
 

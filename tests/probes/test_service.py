@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from events_svc import errors
+from events_svc import create_app, errors
 from events_svc.settings import Settings, SettingsError
 from tests.probes.conftest import Api
 
@@ -34,7 +34,9 @@ async def test_unknown_routes_answer_the_error_shape(api: Api):
 
 
 async def test_openapi_lists_the_error_bodies(api: Api):
-    doc = (await api.client.get("/../../../openapi.json")).json()
+    root = httpx.AsyncClient(transport=httpx.ASGITransport(app=api.app), base_url="http://t")
+    doc = (await root.get("/openapi.json")).json()
+    await root.aclose()
     assert "ErrorBody" in doc["components"]["schemas"]
     responses = doc["paths"]["/api/v1/event/admin/events"]["post"]["responses"]
     for status in ("401", "403", "409", "422", "503"):
@@ -117,3 +119,18 @@ def test_smoke_script_passes_against_a_real_serve_process(db_url: str, tmp_path:
         proc.terminate()
         out, _ = proc.communicate(timeout=30)
     assert proc.returncode == 0, out
+
+
+async def test_a_missing_database_answers_503_not_500():
+    port = _free_port()  # nothing listens there
+    url = f"postgresql://postgres@127.0.0.1:{port}/events"
+    app = create_app(Settings(database_url=url, pool_min=0, pool_max=2, connect_timeout_s=2))
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as c:
+            r = await c.get("/readyz")
+            assert r.status_code == 503 and r.json()["reason"] == "database_unavailable"
+            r = await c.get("/api/v1/event/admin/events", headers={"Authorization": "Bearer evt_x"})
+            assert r.status_code == 503
+            assert r.json()["error"]["code"] == "database_unavailable"
+            assert r.headers["retry-after"] == "5"
