@@ -6,5 +6,6 @@ A host imports `create_app` (an ASGI app it can mount) or the two routers
 
 from events_svc.app import admin_router, create_app, public_router
 from events_svc.settings import Settings
+from events_svc.surface import EventSurface
 
-__all__ = ["Settings", "admin_router", "create_app", "public_router"]
+__all__ = ["EventSurface", "Settings", "admin_router", "create_app", "public_router"]

@@ -23,7 +23,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from events_svc import db, errors, migrate
 from events_svc.ports import Ports
-from events_svc.routes import catalog, events, service
+from events_svc.routes import catalog, events, registrations, service
 from events_svc.routes.deps import (
     ActorDependency,
     ServiceContext,
@@ -68,6 +68,7 @@ def admin_router() -> APIRouter:
     router = APIRouter(responses=_ERROR_RESPONSES)
     router.include_router(events.router)
     router.include_router(catalog.router)
+    router.include_router(registrations.router)
     return router
 
 

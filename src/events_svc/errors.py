@@ -286,3 +286,86 @@ class EventArchived(Conflict):
     """The event is archived (active = false); unarchive it first."""
 
     code = "event_archived"
+
+
+# --- registrations -----------------------------------------------------------------------
+
+
+class SeatsExhausted(Conflict):
+    """Not enough seats left in this scope."""
+
+    code = "event_seats_exhausted"
+
+
+class SaleWindowClosed(Conflict):
+    """The ticket is not on sale at this time."""
+
+    code = "event_sale_window_closed"
+
+
+class EventCancelled(Conflict):
+    """The event is cancelled."""
+
+    code = "event_cancelled"
+
+
+class SlotRequired(DomainError):
+    """This event runs in slots: choose one (event_slot_id)."""
+
+    code = "slot_required"
+    status = 422
+
+
+class SlotNotInEvent(DomainError):
+    """The slot is not a slot of this event."""
+
+    code = "slot_not_in_event"
+    status = 422
+
+
+class TicketNotInEvent(DomainError):
+    """The ticket is not a ticket of this event."""
+
+    code = "ticket_not_in_event"
+    status = 422
+
+
+class PerOrderCapExceeded(DomainError):
+    """More attendees than the ticket allows in one order."""
+
+    code = "per_order_cap_exceeded"
+    status = 422
+
+
+class QuestionNotOnEvent(DomainError):
+    """The answer refers to a question this event does not ask."""
+
+    code = "question_not_on_event"
+    status = 422
+
+
+class AnswerInvalid(DomainError):
+    """The answer does not fit its question's kind."""
+
+    code = "answer_invalid"
+    status = 422
+
+
+class AnswerRequired(DomainError):
+    """A mandatory question was not answered."""
+
+    code = "answer_required"
+    status = 422
+
+
+class RegistrationHasNoPartner(Conflict):
+    """The registration is not linked to a partner."""
+
+    code = "registration_has_no_partner"
+
+
+class PartnerNotFound(DomainError):
+    """The partner directory does not know this partner."""
+
+    code = "partner_not_found"
+    status = 422

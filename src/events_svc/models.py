@@ -6,6 +6,7 @@ Every command forbids unknown fields, refuses NUL characters in strings
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
@@ -263,3 +264,73 @@ class QuestionPatch(Command):
     is_default: bool | None = None
     is_reusable: bool | None = None
     sequence: int | None = None
+
+
+# --- registrations ------------------------------------------------------------------------
+
+_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+
+
+class AnswerInput(Command):
+    question_id: UUID
+    value_answer_id: UUID | None = None
+    value_text: Text | None = None
+
+
+class AttendeeFields(Command):
+    name: Annotated[str, Field(max_length=256)] = ""
+    email: Annotated[str, Field(max_length=320)] = ""
+    phone: Annotated[str, Field(max_length=64)] = ""
+    company_name: Annotated[str, Field(max_length=256)] = ""
+
+    @field_validator("email")
+    @classmethod
+    def _email_shape(cls, value: str) -> str:
+        if value and not _EMAIL.match(value):
+            raise ValueError("not an email address")
+        return value
+
+
+class AttendeeInput(AttendeeFields):
+    answers: list[AnswerInput] = Field(default_factory=list, max_length=100)
+
+
+class RegistrationCreate(AttendeeInput):
+    event_id: UUID
+    event_slot_id: UUID | None = None
+    event_ticket_id: UUID | None = None
+    partner_id: UUID | None = None
+
+
+class RegistrationPatch(Command):
+    name: Annotated[str, Field(max_length=256)] | None = None
+    email: Annotated[str, Field(max_length=320)] | None = None
+    phone: Annotated[str, Field(max_length=64)] | None = None
+    company_name: Annotated[str, Field(max_length=256)] | None = None
+    partner_id: UUID | None = None
+    # fenced: named so the refusal can say why, never written
+    state: Any = None
+    sale_status: Any = None
+    sale_order_id: Any = None
+    sale_order_state: Any = None
+    barcode: Any = None
+    active: Any = None
+    event_id: Any = None
+    event_slot_id: Any = None
+    event_ticket_id: Any = None
+    company_id: Any = None
+    version: Any = None
+    date_closed: Any = None
+    date_open: Any = None
+    created_at: Any = None
+    id: Any = None
+
+    @field_validator("email")
+    @classmethod
+    def _email_shape(cls, value: str | None) -> str | None:
+        if value and not _EMAIL.match(value):
+            raise ValueError("not an email address")
+        return value
+
+
+REGISTRATION_WRITABLE = ("name", "email", "phone", "company_name", "partner_id")

@@ -25,6 +25,7 @@ def clamp_limit(limit: int | None) -> int:
 def encode_cursor(key: Any, row_id: UUID) -> str:
     """An opaque cursor: the sort key and id of the last row of a page."""
     value = key.isoformat() if isinstance(key, datetime) else key
+    value = str(value) if isinstance(value, UUID) else value
     raw = json.dumps([value, str(row_id)]).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 

@@ -15,6 +15,7 @@ from collections import Counter
 from typing import Any
 from uuid import UUID
 
+from events_svc import errors
 from events_svc.db import Connection
 
 # One grouped read over the partial index registrations_seat_event_idx.
@@ -91,3 +92,65 @@ async def get_seat_view(conn: Connection, event: dict[str, Any]) -> dict[str, An
         "available_min": available_min,
         "is_sold_out": bool(event_full or all_tickets_full or all_slots_full),
     }
+
+
+# The locked counts of the register verb and the state machine: one statement per scope,
+# each an index-only scan of its partial index (registrations_seat_*_idx).
+_COUNT_EVENT = """
+SELECT count(*) FROM event.registrations
+WHERE event_id = $1 AND state IN ('open', 'done') AND active
+"""
+_COUNT_TICKET = """
+SELECT count(*) FROM event.registrations
+WHERE event_ticket_id = $1 AND state IN ('open', 'done') AND active
+"""
+_COUNT_SLOT = """
+SELECT count(*) FROM event.registrations
+WHERE event_slot_id = $1 AND state IN ('open', 'done') AND active
+"""
+_COUNT_SLOT_TICKET = """
+SELECT count(*) FROM event.registrations
+WHERE event_slot_id = $1 AND event_ticket_id = $2 AND state IN ('open', 'done') AND active
+"""
+
+
+async def _check(conn: Connection, scope: str, scope_id: UUID, cap: int, wanted: int,
+                 sql: str, *args: Any) -> None:  # fmt: skip
+    taken = int(await conn.fetchval(sql, *args))
+    if taken + wanted > cap:
+        available = max(cap - taken, 0)
+        raise errors.SeatsExhausted(
+            f"Only {available} seat(s) left for this {scope.replace('_', ' and ')}.",
+            scope=scope, scope_id=str(scope_id), requested=wanted, available=available,
+            missing=wanted - available,
+        )  # fmt: skip
+
+
+async def ensure_seats(
+    conn: Connection,
+    event: dict[str, Any],
+    slot_id: UUID | None,
+    ticket: dict[str, Any] | None,
+    wanted: int,
+) -> None:
+    """Refuse `event_seats_exhausted` unless `wanted` more seats fit every limited scope.
+
+    The caller holds the locks (event row, then slot row, then ticket row). An
+    unlimited scope is not counted at all. On a multi-slot event the event cap
+    and a ticket's cap apply per slot.
+    """
+    cap = event_cap(event)
+    multi = bool(event["is_multi_slots"]) and slot_id is not None
+    if cap > 0:
+        if multi:
+            assert slot_id is not None
+            await _check(conn, "slot", slot_id, cap, wanted, _COUNT_SLOT, slot_id)
+        else:
+            await _check(conn, "event", event["id"], cap, wanted, _COUNT_EVENT, event["id"])
+    if ticket is not None and int(ticket["seats_max"]) > 0:
+        t_cap = int(ticket["seats_max"])
+        if multi:
+            await _check(conn, "slot_ticket", ticket["id"], t_cap, wanted, _COUNT_SLOT_TICKET,
+                         slot_id, ticket["id"])  # fmt: skip
+        else:
+            await _check(conn, "ticket", ticket["id"], t_cap, wanted, _COUNT_TICKET, ticket["id"])

@@ -1,0 +1,155 @@
+"""Admin routes for registrations: the register verb, reads, the state machine, edits."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any, Literal
+from uuid import UUID
+
+from fastapi import APIRouter, Response, status
+
+from events_svc import errors
+from events_svc.actors import Actor
+from events_svc.models import AttendeeInput, RegistrationCreate, RegistrationPatch
+from events_svc.routes.deps import Ctx, IfMatch, no_nul, require, with_etag
+from events_svc.verbs import registrations as verbs
+from events_svc.verbs.pii import mask_registration
+from events_svc.verbs.register import register
+
+router = APIRouter(tags=["registrations"])
+
+Read = Annotated[Actor, require("registration:read")]
+Write = Annotated[Actor, require("registration:write")]
+PiiMode = Literal["masked", "full"]
+
+
+def _pii_full(actor: Actor, pii: PiiMode) -> bool:
+    """pii=full needs registration:pii (403 missing_scope otherwise)."""
+    if pii != "full":
+        return False
+    if not actor.has("registration:pii"):
+        raise errors.MissingScope("pii=full needs the registration:pii scope.",
+                                  scope="registration:pii")  # fmt: skip
+    return True
+
+
+def _answer(response: Response, view: dict[str, Any], full: bool) -> dict[str, Any]:
+    with_etag(response, view["version"])
+    return view if full else mask_registration(view)
+
+
+@router.post("/admin/registrations", status_code=status.HTTP_201_CREATED)
+async def create_registration(
+    ctx: Ctx, actor: Write, body: RegistrationCreate, response: Response, pii: PiiMode = "masked"
+) -> dict[str, Any]:
+    full = _pii_full(actor, pii)
+    attendee = AttendeeInput(
+        name=body.name, email=body.email, phone=body.phone, company_name=body.company_name,
+        answers=body.answers,
+    )  # fmt: skip
+    result = await register(
+        ctx.db(), actor, body.event_id, [attendee], ctx.clock(), slot_id=body.event_slot_id,
+        ticket_id=body.event_ticket_id, partner_id=body.partner_id,
+    )  # fmt: skip
+    return _answer(response, result.registrations[0], full)
+
+
+@router.get("/admin/registrations")
+async def list_registrations(
+    ctx: Ctx,
+    actor: Read,
+    event_id: UUID,
+    state: verbs.State | None = None,
+    active: bool | None = None,
+    q: str | None = None,
+    barcode: str | None = None,
+    pii: PiiMode = "masked",
+    limit: int | None = None,
+    cursor: str | None = None,
+) -> dict[str, Any]:
+    return await verbs.list_registrations(
+        ctx.db(), actor, event_id, state=state, active=active, q=no_nul(q, "q"),
+        barcode=no_nul(barcode, "barcode"), pii_full=_pii_full(actor, pii), limit=limit,
+        cursor=cursor,
+    )  # fmt: skip
+
+
+@router.get("/admin/registrations/{registration_id}")
+async def get_registration(
+    ctx: Ctx, actor: Read, registration_id: UUID, response: Response, pii: PiiMode = "masked"
+) -> dict[str, Any]:
+    full = _pii_full(actor, pii)
+    view = await verbs.get_registration(ctx.db(), actor, registration_id, pii_full=full)
+    with_etag(response, view["version"])
+    return view
+
+
+@router.patch("/admin/registrations/{registration_id}")
+async def patch_registration(
+    ctx: Ctx,
+    actor: Write,
+    registration_id: UUID,
+    body: RegistrationPatch,
+    if_match: IfMatch,
+    response: Response,
+    pii: PiiMode = "masked",
+) -> dict[str, Any]:
+    full = _pii_full(actor, pii)
+    view = await verbs.patch_registration(
+        ctx.db(), actor, registration_id, body, ctx.clock(), if_match=if_match
+    )
+    return _answer(response, view, full)
+
+
+Action = Callable[[Ctx, Actor, UUID, IfMatch], Awaitable[dict[str, Any]]]
+
+
+def _action_route(path: str, run: Action) -> None:
+    """POST /admin/registrations/{id}/<path>: one state or archive verb."""
+
+    async def change(
+        ctx: Ctx,
+        actor: Write,
+        registration_id: UUID,
+        if_match: IfMatch,
+        response: Response,
+        pii: PiiMode = "masked",
+    ) -> dict[str, Any]:
+        full = _pii_full(actor, pii)
+        return _answer(response, await run(ctx, actor, registration_id, if_match), full)
+
+    router.add_api_route(f"/admin/registrations/{{registration_id}}/{path}", change,
+                         methods=["POST"], name=f"registration_{path}")  # fmt: skip
+
+
+def _to_state(target: verbs.State) -> Action:
+    async def run(ctx: Ctx, actor: Actor, rid: UUID, if_match: int | None) -> dict[str, Any]:
+        return await verbs.transition(ctx.db(), actor, rid, target, ctx.clock(), if_match=if_match)
+
+    return run
+
+
+def _to_active(active: bool) -> Action:
+    async def run(ctx: Ctx, actor: Actor, rid: UUID, if_match: int | None) -> dict[str, Any]:
+        return await verbs.set_active(ctx.db(), actor, rid, active, ctx.clock(), if_match=if_match)
+
+    return run
+
+
+_action_route("confirm", _to_state("open"))
+_action_route("set-draft", _to_state("draft"))
+_action_route("set-done", _to_state("done"))
+_action_route("cancel", _to_state("cancel"))
+_action_route("archive", _to_active(False))
+_action_route("unarchive", _to_active(True))
+
+
+@router.post("/admin/registrations/{registration_id}/sync-from-partner")
+async def sync_from_partner(
+    ctx: Ctx, actor: Write, registration_id: UUID, response: Response, pii: PiiMode = "masked"
+) -> dict[str, Any]:
+    full = _pii_full(actor, pii)
+    view = await verbs.sync_from_partner(
+        ctx.db(), actor, registration_id, ctx.ports.partner_directory, ctx.clock()
+    )
+    return _answer(response, view, full)

@@ -1,0 +1,257 @@
+"""The register verb: the ONE seat-taking path (officer create now; intake, sale seam
+and imports call it too).
+
+One transaction, locks first in the service's fixed order: the event row
+(`FOR UPDATE`), then the slot row, then the ticket row; then the refusals
+(cancelled event, slot rules, ticket of another event, sale window against
+instants, per-order cap), the seat counts under the lock (`seats.ensure_seats`,
+skipped for unlimited scopes), one INSERT for every attendee (all or nothing),
+the audit rows in the same statement, the answers, and the arm rule for the
+rows entering `open`. Barcodes are 8 random bytes as a decimal string; a
+collision with an existing barcode is retried with a fresh one.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from events_svc import errors
+from events_svc.actors import Actor
+from events_svc.db import Connection, Pool, transaction
+from events_svc.models import AnswerInput, AttendeeInput
+from events_svc.verbs.arming import arm_entering_open
+from events_svc.verbs.registrations import read_many
+from events_svc.verbs.seats import ensure_seats
+
+MAX_GROUP = 30
+
+# The event row lock serialises every seat-taking writer of this event.
+_LOCK_EVENT = """
+SELECT e.id, e.company_id, e.seats_limited, e.seats_max, e.is_multi_slots,
+    e.kanban_state::text AS kanban_state,
+    EXISTS (SELECT 1 FROM event.mails m WHERE m.event_id = e.id AND m.interval_kind = 'after_sub')
+        AS has_after_sub
+FROM event.events e
+WHERE e.id = $1 AND ($2::uuid IS NULL OR e.company_id IS NULL OR e.company_id = $2)
+FOR UPDATE OF e
+"""
+_LOCK_SLOT = "SELECT id FROM event.slots WHERE id = $1 AND event_id = $2 FOR UPDATE"
+_LOCK_TICKET = """
+SELECT id, seats_max, limit_max_per_order, start_sale_datetime, end_sale_datetime
+FROM event.tickets WHERE id = $1 AND event_id = $2
+FOR UPDATE  -- after the event and slot rows: the fixed lock order
+"""
+_QUESTIONS = """
+SELECT q.id, q.question_type::text AS kind, q.is_mandatory_answer,
+    ARRAY(SELECT a.id FROM event.question_answers a WHERE a.question_id = q.id) AS answer_ids
+FROM event.registration_questions rq JOIN event.questions q ON q.id = rq.question_id
+WHERE rq.event_id = $1
+"""
+# All attendees in one statement, with their audit rows; a barcode collision skips the
+# row (ON CONFLICT) and the verb retries it with a fresh barcode.
+_INSERT = """
+WITH new AS (
+    SELECT * FROM unnest($5::text[], $6::text[], $7::text[], $8::text[], $9::text[])
+        AS a(name, email, phone, company_name, barcode)
+), ins AS (
+    INSERT INTO event.registrations (event_id, event_is_multi_slots, event_slot_id,
+        event_ticket_id, state, name, email, phone, company_name, partner_id, barcode,
+        company_id, date_open, created_at, updated_at)
+    SELECT $1, $2, $3, $4, 'open', name, email, phone, company_name, $10, barcode, $11,
+        $12, $12, $12
+    FROM new
+    ON CONFLICT ON CONSTRAINT registrations_barcode_key DO NOTHING
+    RETURNING id, barcode
+), audit AS (
+    INSERT INTO event.event_audit_log
+        (actor_id, actor_kind, company_id, verb, object_kind, object_id, event_id, summary)
+    SELECT $13, $14, $15, 'registration_created', 'registration', ins.id, $1, $16::jsonb
+    FROM ins
+)
+SELECT id, barcode FROM ins
+"""
+_INSERT_ANSWERS = """
+INSERT INTO event.registration_answers (registration_id, question_id, value_answer_id, value_text)
+SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::text[])
+"""
+_IDENTITY_KINDS = {"name", "email", "phone", "company_name"}
+
+
+def new_barcode() -> str:
+    """8 random bytes, little-endian, as a decimal string (Code128C-compact)."""
+    return str(int.from_bytes(secrets.token_bytes(8), "little"))
+
+
+@dataclass
+class Registered:
+    """What the register verb answers: the new rows, in the order of the attendees."""
+
+    event_id: UUID
+    registrations: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _check_sale_window(ticket: dict[str, Any], now: datetime) -> None:
+    start, end = ticket["start_sale_datetime"], ticket["end_sale_datetime"]
+    if (start is not None and now < start) or (end is not None and now > end):
+        raise errors.SaleWindowClosed(
+            ticket_id=str(ticket["id"]),
+            start_sale_datetime=start.isoformat() if start else None,
+            end_sale_datetime=end.isoformat() if end else None,
+        )
+
+
+def _resolve_answers(
+    attendee: AttendeeInput, questions: dict[UUID, dict[str, Any]], require_mandatory: bool
+) -> tuple[dict[str, str], list[AnswerInput]]:
+    """(identity fields filled from identity questions, answer rows to store)."""
+    identity: dict[str, str] = {}
+    rows: list[AnswerInput] = []
+    seen: set[UUID] = set()
+    for answer in attendee.answers:
+        q = questions.get(answer.question_id)
+        if q is None:
+            raise errors.QuestionNotOnEvent(question_id=str(answer.question_id))
+        if answer.question_id in seen:
+            raise errors.AnswerInvalid("One answer per question.", question_id=str(q["id"]))
+        seen.add(answer.question_id)
+        kind = q["kind"]
+        if kind == "simple_choice":
+            if answer.value_answer_id is None or answer.value_text is not None:
+                raise errors.AnswerInvalid("Choose one of the suggested answers.",
+                                           question_id=str(q["id"]))  # fmt: skip
+            if answer.value_answer_id not in q["answer_ids"]:
+                raise errors.AnswerNotOfQuestion(question_id=str(q["id"]))
+            rows.append(answer)
+        elif answer.value_text is None or answer.value_answer_id is not None:
+            raise errors.AnswerInvalid("This question takes a text.", question_id=str(q["id"]))
+        elif kind in _IDENTITY_KINDS:
+            identity[kind] = answer.value_text  # identity kinds create no answer rows
+        else:
+            rows.append(answer)
+    if require_mandatory:
+        for q in questions.values():
+            if q["is_mandatory_answer"] and q["id"] not in seen:
+                raise errors.AnswerRequired(question_id=str(q["id"]))
+    return identity, rows
+
+
+async def _lock_scope(
+    conn: Connection,
+    actor: Actor,
+    event_id: UUID,
+    slot_id: UUID | None,
+    ticket_id: UUID | None,
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """Lock event, slot, ticket in that order and check they belong together."""
+    row = await conn.fetchrow(_LOCK_EVENT, event_id, actor.company_id)
+    if row is None:
+        raise errors.NotFound("No such event.")
+    event = dict(row)
+    if event["is_multi_slots"] and slot_id is None:
+        raise errors.SlotRequired(field="event_slot_id")
+    if slot_id is not None:
+        if not event["is_multi_slots"]:
+            raise errors.SlotNotInEvent("This event does not run in slots.", field="event_slot_id")
+        if await conn.fetchrow(_LOCK_SLOT, slot_id, event_id) is None:
+            raise errors.SlotNotInEvent(field="event_slot_id")
+    ticket = None
+    if ticket_id is not None:
+        t = await conn.fetchrow(_LOCK_TICKET, ticket_id, event_id)
+        if t is None:
+            raise errors.TicketNotInEvent(field="event_ticket_id")
+        ticket = dict(t)
+    return event, ticket
+
+
+async def register(
+    pool: Pool,
+    actor: Actor,
+    event_id: UUID,
+    attendees: list[AttendeeInput],
+    now: datetime,
+    *,
+    slot_id: UUID | None = None,
+    ticket_id: UUID | None = None,
+    partner_id: UUID | None = None,
+    source: str = "admin",
+    require_mandatory: bool = False,
+) -> Registered:
+    """Take one seat per attendee, all or none (locks: event, slot, ticket rows)."""
+    if not attendees:
+        raise errors.ValidationFailed("At least one attendee is required.")
+    async with transaction(pool) as conn:
+        event, ticket = await _lock_scope(conn, actor, event_id, slot_id, ticket_id)
+        if event["kanban_state"] == "cancel":
+            raise errors.EventCancelled()
+        cap = MAX_GROUP
+        if ticket is not None:
+            _check_sale_window(ticket, now)
+            if ticket["limit_max_per_order"] > 0:
+                cap = ticket["limit_max_per_order"]
+        if len(attendees) > cap:
+            raise errors.PerOrderCapExceeded(maximum=cap, requested=len(attendees))
+        needs_questions = require_mandatory or any(a.answers for a in attendees)
+        questions = (
+            {q["id"]: dict(q) for q in await conn.fetch(_QUESTIONS, event_id)}
+            if needs_questions
+            else {}
+        )
+        resolved = [_resolve_answers(a, questions, require_mandatory) for a in attendees]
+        await ensure_seats(conn, event, slot_id, ticket, len(attendees))
+        ids = await _insert(conn, actor, event, slot_id, ticket_id, partner_id, attendees,
+                            resolved, now, source)  # fmt: skip
+        answer_rows = [(rid, a) for rid, (_, rows) in zip(ids, resolved, strict=True) for a in rows]
+        if answer_rows:
+            await conn.execute(
+                _INSERT_ANSWERS,
+                [rid for rid, _ in answer_rows],
+                [a.question_id for _, a in answer_rows],
+                [a.value_answer_id for _, a in answer_rows],
+                [a.value_text for _, a in answer_rows],
+            )
+        if event["has_after_sub"]:
+            await arm_entering_open(conn, event_id, ids, now, stamped=True)
+        return Registered(event_id, await read_many(conn, ids))
+
+
+async def _insert(
+    conn: Connection,
+    actor: Actor,
+    event: dict[str, Any],
+    slot_id: UUID | None,
+    ticket_id: UUID | None,
+    partner_id: UUID | None,
+    attendees: list[AttendeeInput],
+    resolved: list[tuple[dict[str, str], list[AnswerInput]]],
+    now: datetime,
+    source: str,
+) -> list[UUID]:
+    """Insert every attendee; rows whose barcode collided are retried with a new one."""
+    fields = []
+    for attendee, (identity, _) in zip(attendees, resolved, strict=True):
+        values = {k: getattr(attendee, k) or identity.get(k, "") for k in _IDENTITY_KINDS}
+        fields.append(values)
+    ids: list[UUID | None] = [None] * len(attendees)
+    for _attempt in range(5):
+        pending = [i for i, rid in enumerate(ids) if rid is None]
+        if not pending:
+            break
+        codes = {new_barcode(): i for i in pending}
+        rows = await conn.fetch(
+            _INSERT, event["id"], event["is_multi_slots"], slot_id, ticket_id,
+            [fields[i]["name"] for i in codes.values()],
+            [fields[i]["email"] for i in codes.values()],
+            [fields[i]["phone"] for i in codes.values()],
+            [fields[i]["company_name"] for i in codes.values()],
+            list(codes), partner_id, event["company_id"], now, actor.id, actor.kind,
+            actor.company_id, {"source": source, "state": "open"},
+        )  # fmt: skip
+        for row in rows:
+            ids[codes[row["barcode"]]] = row["id"]
+    if any(rid is None for rid in ids):
+        raise RuntimeError("could not mint a unique barcode")
+    return [rid for rid in ids if rid is not None]

@@ -1,0 +1,302 @@
+"""Registrations after they exist: the state machine, archiving, attendee edits,
+the partner sync, and the reads (masked unless the caller may see PII).
+
+Every state change goes through `transition()`: the four verbs (`confirm`,
+`set_draft`, `set_done`, `cancel`) are any-to-any. Entering `open` or `done`
+from a seat-free state re-checks seats under the locks; entering `open` from
+`draft` or `cancel` arms the schedulers (re-confirming an open row, and
+`open -> done`, never do); `done` stamps `date_closed` when it is empty. Lock
+order: event row, then slot and ticket rows when seats are re-checked, then the
+registration row. `version` is bumped by every write and checked against
+If-Match when sent; every write is audited.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+from uuid import UUID
+
+from events_svc import errors
+from events_svc.actors import Actor
+from events_svc.db import Connection, Pool, connection, must, transaction
+from events_svc.models import REGISTRATION_WRITABLE, RegistrationPatch
+from events_svc.ports import PartnerDirectory
+from events_svc.verbs.arming import arm_entering_open
+from events_svc.verbs.audit import write_audit
+from events_svc.verbs.common import clamp_limit, decode_cursor, page
+from events_svc.verbs.pii import mask_registration
+from events_svc.verbs.seats import ensure_seats
+
+State = Literal["draft", "open", "done", "cancel"]
+SEAT_STATES = ("open", "done")
+
+_COLS = """
+    r.id, r.event_id, r.event_slot_id, r.event_ticket_id, r.state::text AS state,
+    r.sale_status::text AS sale_status, r.sale_order_id, r.name, r.email, r.phone,
+    r.company_name, r.partner_id, r.barcode, r.active, r.date_open, r.date_closed, r.version,
+    r.company_id, r.created_at, r.updated_at,
+    (SELECT coalesce(jsonb_agg(jsonb_build_object('question_id', a.question_id,
+        'value_answer_id', a.value_answer_id, 'value_text', a.value_text)
+        ORDER BY a.question_id), '[]')
+     FROM event.registration_answers a WHERE a.registration_id = r.id) AS answers
+"""
+_READ_MANY = f"""
+SELECT {_COLS} FROM event.registrations r WHERE r.id = ANY($1::uuid[])
+"""  # noqa: S608 - constant text only
+_GET = f"""
+SELECT {_COLS} FROM event.registrations r
+WHERE r.id = $1 AND ($2::uuid IS NULL OR r.company_id IS NULL OR r.company_id = $2)
+"""  # noqa: S608 - constant text only
+_LIST = f"""
+SELECT {_COLS} FROM event.registrations r
+WHERE r.event_id = $1
+  AND ($2::uuid IS NULL OR r.company_id IS NULL OR r.company_id = $2)
+  AND ($3::event.registration_state IS NULL OR r.state = $3)
+  AND ($4::boolean IS NULL OR r.active = $4)
+  AND ($5::text IS NULL OR r.barcode = $5 OR r.name ILIKE '%' || $5 || '%'
+       OR r.email ILIKE '%' || $5 || '%')
+  AND ($6::text IS NULL OR r.barcode = $6)
+  AND ($7::uuid IS NULL OR r.id > $7)
+ORDER BY r.id LIMIT $8
+"""  # noqa: S608 - constant text only
+_FIND = """
+SELECT event_id, event_slot_id, event_ticket_id FROM event.registrations r
+WHERE r.id = $1 AND ($2::uuid IS NULL OR r.company_id IS NULL OR r.company_id = $2)
+"""
+_LOCK_EVENT = """
+SELECT id, seats_limited, seats_max, is_multi_slots FROM event.events WHERE id = $1
+FOR UPDATE  -- first in the lock order: serialises seat takers of this event
+"""
+_LOCK_SLOT = "SELECT id FROM event.slots WHERE id = $1 FOR UPDATE"
+_LOCK_TICKET = "SELECT id, seats_max FROM event.tickets WHERE id = $1 FOR UPDATE"
+_LOCK_REGISTRATION = """
+SELECT id, state::text AS state, active, version, date_closed, name, email, phone,
+    company_name, partner_id
+FROM event.registrations WHERE id = $1 FOR UPDATE
+"""
+_SET_STATE = """
+UPDATE event.registrations SET state = $2::event.registration_state,
+    date_closed = CASE WHEN $2 = 'done' THEN coalesce(date_closed, $3) ELSE date_closed END,
+    version = version + 1, updated_at = $3
+WHERE id = $1
+"""
+_SET_ACTIVE = """
+UPDATE event.registrations SET active = $2, version = version + 1, updated_at = $3 WHERE id = $1
+"""
+_SET_ATTENDEE = """
+UPDATE event.registrations SET name = $2, email = $3, phone = $4, company_name = $5,
+    partner_id = $6, version = version + 1, updated_at = $7
+WHERE id = $1
+"""
+_VERBS: dict[State, str] = {
+    "open": "registration_confirmed",
+    "draft": "registration_set_draft",
+    "done": "registration_set_done",
+    "cancel": "registration_cancelled",
+}
+_FENCED = tuple(f for f in RegistrationPatch.model_fields if f not in REGISTRATION_WRITABLE)
+
+
+async def read_many(conn: Connection, ids: list[UUID]) -> list[dict[str, Any]]:
+    """Full views of the given registrations, in the order of `ids`."""
+    rows = {r["id"]: dict(r) for r in await conn.fetch(_READ_MANY, ids)}
+    return [rows[i] for i in ids]
+
+
+def _view(row: dict[str, Any], pii_full: bool) -> dict[str, Any]:
+    return row if pii_full else mask_registration(row)
+
+
+async def _audit_pii_read(conn: Connection, actor: Actor, event_id: UUID, count: int) -> None:
+    await write_audit(conn, actor, "registration_pii_read", "registration", None,
+                      event_id=event_id, summary={"rows": count})  # fmt: skip
+
+
+async def get_registration(
+    pool: Pool, actor: Actor, registration_id: UUID, *, pii_full: bool = False
+) -> dict[str, Any]:
+    """One registration, masked unless `pii_full` (a full read is audited)."""
+    async with transaction(pool) as conn:
+        row = await conn.fetchrow(_GET, registration_id, actor.company_id)
+        if row is None:
+            raise errors.NotFound("No such registration.")
+        if pii_full:
+            await write_audit(conn, actor, "registration_pii_read", "registration",
+                              registration_id, event_id=row["event_id"])  # fmt: skip
+    return _view(dict(row), pii_full)
+
+
+async def list_registrations(
+    pool: Pool,
+    actor: Actor,
+    event_id: UUID,
+    *,
+    state: State | None = None,
+    active: bool | None = None,
+    q: str | None = None,
+    barcode: str | None = None,
+    pii_full: bool = False,
+    limit: int | None = None,
+    cursor: str | None = None,
+) -> dict[str, Any]:
+    """An event's registrations by id (keyset), masked unless `pii_full` (audited)."""
+    size = clamp_limit(limit)
+    _, after = decode_cursor(cursor, UUID)
+    like = q.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") if q else None
+    async with transaction(pool) as conn:
+        rows = await conn.fetch(
+            _LIST, event_id, actor.company_id, state, active, like, barcode, after, size + 1
+        )
+        items = [dict(r) for r in rows]
+        if pii_full and items:
+            await _audit_pii_read(conn, actor, event_id, min(len(items), size))
+    return page([_view(i, pii_full) for i in items], size, "id")
+
+
+async def _locked(
+    conn: Connection, actor: Actor, registration_id: UUID, *, seats: bool
+) -> tuple[dict[str, Any], dict[str, Any] | None, dict[str, Any]]:
+    """Lock event, then (for seat re-checks) slot and ticket, then the registration."""
+    found = await conn.fetchrow(_FIND, registration_id, actor.company_id)
+    if found is None:
+        raise errors.NotFound("No such registration.")
+    event = dict(must(await conn.fetchrow(_LOCK_EVENT, found["event_id"])))
+    ticket = None
+    if seats:
+        if found["event_slot_id"] is not None:
+            await conn.fetchrow(_LOCK_SLOT, found["event_slot_id"])
+        if found["event_ticket_id"] is not None:
+            ticket = dict(must(await conn.fetchrow(_LOCK_TICKET, found["event_ticket_id"])))
+    reg = dict(must(await conn.fetchrow(_LOCK_REGISTRATION, registration_id)))
+    reg["event_slot_id"] = found["event_slot_id"]
+    return event, ticket, reg
+
+
+def _check_version(reg: dict[str, Any], if_match: int | None) -> None:
+    if if_match is not None and if_match != reg["version"]:
+        raise errors.StaleRevision(version=reg["version"])
+
+
+async def transition(
+    pool: Pool,
+    actor: Actor,
+    registration_id: UUID,
+    target: State,
+    now: datetime,
+    *,
+    if_match: int | None = None,
+) -> dict[str, Any]:
+    """The one registration state transition (locks: event, slot, ticket, registration)."""
+    async with transaction(pool) as conn:
+        event, ticket, reg = await _locked(conn, actor, registration_id, seats=True)
+        _check_version(reg, if_match)
+        current = reg["state"]
+        if current != target:
+            if target in SEAT_STATES and current not in SEAT_STATES and reg["active"]:
+                await ensure_seats(conn, event, reg["event_slot_id"], ticket, 1)
+            await conn.execute(_SET_STATE, registration_id, target, now)
+            if target == "open" and current in ("draft", "cancel") and reg["active"]:
+                await arm_entering_open(conn, event["id"], [registration_id], now)
+            summary = {"from": current, "to": target}
+            await write_audit(conn, actor, _VERBS[target], "registration", registration_id,
+                              event_id=event["id"], summary=summary)  # fmt: skip
+        return (await read_many(conn, [registration_id]))[0]
+
+
+async def set_active(
+    pool: Pool,
+    actor: Actor,
+    registration_id: UUID,
+    active: bool,
+    now: datetime,
+    *,
+    if_match: int | None = None,
+) -> dict[str, Any]:
+    """Archive (leave seats and mail eligibility) or unarchive (re-checks seats)."""
+    async with transaction(pool) as conn:
+        event, ticket, reg = await _locked(conn, actor, registration_id, seats=active)
+        _check_version(reg, if_match)
+        if reg["active"] != active:
+            if active and reg["state"] in SEAT_STATES:
+                await ensure_seats(conn, event, reg["event_slot_id"], ticket, 1)
+            await conn.execute(_SET_ACTIVE, registration_id, active, now)
+            verb = "registration_unarchived" if active else "registration_archived"
+            await write_audit(conn, actor, verb, "registration", registration_id,
+                              event_id=event["id"], summary={"state": reg["state"]})  # fmt: skip
+        return (await read_many(conn, [registration_id]))[0]
+
+
+async def patch_registration(
+    pool: Pool,
+    actor: Actor,
+    registration_id: UUID,
+    cmd: RegistrationPatch,
+    now: datetime,
+    *,
+    if_match: int | None = None,
+) -> dict[str, Any]:
+    """Write attendee fields only; every other field is `field_not_writable`."""
+    for name in _FENCED:
+        if name in cmd.model_fields_set:
+            raise errors.FieldNotWritable(f"{name} is not writable here.", field=name)
+    changes = cmd.given()
+    for name in ("name", "email", "phone", "company_name"):
+        if name in changes and changes[name] is None:
+            changes[name] = ""
+    async with transaction(pool) as conn:
+        found = await conn.fetchrow(_FIND, registration_id, actor.company_id)
+        if found is None:
+            raise errors.NotFound("No such registration.")
+        reg = dict(must(await conn.fetchrow(_LOCK_REGISTRATION, registration_id)))
+        _check_version(reg, if_match)
+        return await _write_attendee(conn, actor, reg, changes, found["event_id"], now,
+                                     "registration_updated")  # fmt: skip
+
+
+async def _write_attendee(
+    conn: Connection,
+    actor: Actor,
+    reg: dict[str, Any],
+    changes: dict[str, Any],
+    event_id: UUID,
+    now: datetime,
+    verb: str,
+) -> dict[str, Any]:
+    changed = sorted(k for k, v in changes.items() if reg[k] != v)
+    if changed:
+        new = {**reg, **changes}
+        await conn.execute(_SET_ATTENDEE, reg["id"], new["name"], new["email"], new["phone"],
+                           new["company_name"], new["partner_id"], now)  # fmt: skip
+        # field names only: the values are PII
+        await write_audit(conn, actor, verb, "registration", reg["id"], event_id=event_id,
+                          summary={"fields": changed})  # fmt: skip
+    return (await read_many(conn, [reg["id"]]))[0]
+
+
+async def sync_from_partner(
+    pool: Pool,
+    actor: Actor,
+    registration_id: UUID,
+    directory: PartnerDirectory,
+    now: datetime,
+) -> dict[str, Any]:
+    """Fill EMPTY identity fields from the linked partner's contact; never overwrite."""
+    async with connection(pool) as conn:
+        row = await conn.fetchrow(_GET, registration_id, actor.company_id)
+    if row is None:
+        raise errors.NotFound("No such registration.")
+    if row["partner_id"] is None:
+        raise errors.RegistrationHasNoPartner()
+    contact = await directory.contact(row["partner_id"])  # no I/O while holding locks
+    if contact is None:
+        raise errors.PartnerNotFound(partner_id=str(row["partner_id"]))
+    async with transaction(pool) as conn:
+        reg = dict(must(await conn.fetchrow(_LOCK_REGISTRATION, registration_id)))
+        fills = {
+            k: getattr(contact, k)
+            for k in ("name", "email", "phone", "company_name")
+            if not reg[k] and getattr(contact, k)
+        }
+        return await _write_attendee(conn, actor, reg, fills, row["event_id"], now,
+                                     "registration_synced_from_partner")  # fmt: skip

@@ -1,0 +1,419 @@
+"""The register verb, the state machine and attendee rules through the real HTTP app."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+
+from events_svc import EventSurface, create_app
+from events_svc.ports import PartnerContact, Ports
+from events_svc.settings import Settings
+from events_svc.verbs import register as register_module
+from tests.probes.conftest import BASE, Api, event_body
+
+
+async def make_event(admin: httpx.AsyncClient, **over: Any) -> dict[str, Any]:
+    r = await admin.post("/admin/events", json=event_body(**over))
+    assert r.status_code == 201, r.text
+    return r.json()
+
+
+async def reg(admin: httpx.AsyncClient, event_id: str, **body: Any) -> httpx.Response:
+    return await admin.post(
+        "/admin/registrations", params={"pii": "full"}, json={"event_id": event_id, **body}
+    )
+
+
+def code(r: httpx.Response) -> str:
+    return str(r.json()["error"]["code"])
+
+
+async def test_register_answers_201_with_barcode_version_and_company(api: Api, admin):
+    company = uuid.uuid4()
+    ev = await make_event(admin, company_id=str(company))
+    r = await reg(admin, ev["id"], name="Ada Lovelace", email="ada@example.org", phone="+44 123")
+    assert r.status_code == 201, r.text
+    body = r.json()
+    assert body["state"] == "open" and body["version"] == 1 and body["active"] is True
+    assert body["barcode"].isdigit() and int(body["barcode"]) < 2**64
+    assert body["company_id"] == str(company)  # copied from the event
+    assert r.headers["etag"] == '"1"'
+    assert body["email"] == "ada@example.org"  # pii=full with a '*' token
+
+
+async def test_register_refusals(api: Api, admin: httpx.AsyncClient):
+    multi = await make_event(admin, is_multi_slots=True)
+    plain = await make_event(admin)
+    other = await make_event(admin)
+    slot = (
+        await admin.post(
+            "/admin/slots",
+            json={
+                "event_id": multi["id"],
+                "date_begin": "2027-05-10T10:00:00Z",
+                "date_end": "2027-05-10T12:00:00Z",
+            },
+        )
+    ).json()
+    foreign_ticket = (
+        await admin.post("/admin/tickets", json={"event_id": other["id"], "name": "X"})
+    ).json()
+    closed = (
+        await admin.post(
+            "/admin/tickets",
+            json={
+                "event_id": plain["id"],
+                "name": "Early",
+                "end_sale_datetime": "2020-01-01T00:00:00Z",
+            },
+        )
+    ).json()
+    later = (
+        await admin.post(
+            "/admin/tickets",
+            json={
+                "event_id": plain["id"],
+                "name": "Late",
+                "start_sale_datetime": "2099-01-01T00:00:00Z",
+            },
+        )
+    ).json()
+    cases = [
+        (multi["id"], {}, 422, "slot_required"),
+        (plain["id"], {"event_slot_id": slot["id"]}, 422, "slot_not_in_event"),
+        (multi["id"], {"event_slot_id": str(uuid.uuid4())}, 422, "slot_not_in_event"),
+        (plain["id"], {"event_ticket_id": foreign_ticket["id"]}, 422, "ticket_not_in_event"),
+        (plain["id"], {"event_ticket_id": closed["id"]}, 409, "event_sale_window_closed"),
+        (plain["id"], {"event_ticket_id": later["id"]}, 409, "event_sale_window_closed"),
+        (str(uuid.uuid4()), {}, 404, "not_found"),
+        (plain["id"], {"state": "done"}, 422, "unknown_field"),
+        (plain["id"], {"email": "not-an-email"}, 422, "validation_failed"),
+    ]
+    for event_id, extra, status, expected in cases:
+        r = await reg(admin, event_id, name="X", **extra)
+        assert r.status_code == status and code(r) == expected, (extra, r.text)
+    await admin.patch(f"/admin/events/{plain['id']}", json={"kanban_state": "cancel"})
+    r = await reg(admin, plain["id"], name="X")
+    assert r.status_code == 409 and code(r) == "event_cancelled"
+    async with api.pool.acquire() as conn:
+        assert await conn.fetchval("SELECT count(*) FROM event.registrations") == 0
+
+
+async def test_seats_exhausted_names_the_scope_and_the_missing_seats(admin: httpx.AsyncClient):
+    ev = await make_event(admin, seats_max=1)
+    assert (await reg(admin, ev["id"])).status_code == 201
+    r = await reg(admin, ev["id"])
+    assert r.status_code == 409
+    err = r.json()["error"]
+    assert err["code"] == "event_seats_exhausted" and err["scope"] == "event"
+    assert err["scope_id"] == ev["id"] and err["missing"] == 1 and err["available"] == 0
+    t_ev = await make_event(admin, seats_limited=False)
+    t = (
+        await admin.post(
+            "/admin/tickets", json={"event_id": t_ev["id"], "name": "VIP", "seats_max": 1}
+        )
+    ).json()
+    assert (await reg(admin, t_ev["id"], event_ticket_id=t["id"])).status_code == 201
+    r = await reg(admin, t_ev["id"], event_ticket_id=t["id"])
+    assert r.json()["error"]["scope"] == "ticket" and r.json()["error"]["scope_id"] == t["id"]
+    assert (await reg(admin, t_ev["id"])).status_code == 201  # the event itself is unlimited
+
+
+async def test_unlimited_caps_never_refuse(admin: httpx.AsyncClient):
+    ev = await make_event(admin, seats_limited=True, seats_max=0)  # 0 = unlimited
+    for _ in range(5):
+        assert (await reg(admin, ev["id"])).status_code == 201
+    seats = (await admin.get(f"/admin/events/{ev['id']}/seats")).json()
+    assert seats["event"]["limited"] is False and seats["event"]["available"] is None
+    assert seats["event"]["taken"] == 5 and seats["available_min"] is None
+
+
+async def test_multi_slot_events_measure_the_cap_per_slot(admin: httpx.AsyncClient):
+    ev = await make_event(admin, is_multi_slots=True, seats_max=1)
+    slots = []
+    for hour in (10, 14):
+        s = await admin.post(
+            "/admin/slots",
+            json={
+                "event_id": ev["id"],
+                "date_begin": f"2027-05-10T{hour}:00:00Z",
+                "date_end": f"2027-05-10T{hour + 1}:00:00Z",
+            },
+        )
+        slots.append(s.json()["id"])
+    assert (await reg(admin, ev["id"], event_slot_id=slots[0])).status_code == 201
+    r = await reg(admin, ev["id"], event_slot_id=slots[0])
+    assert r.status_code == 409 and r.json()["error"]["scope"] == "slot"
+    assert (await reg(admin, ev["id"], event_slot_id=slots[1])).status_code == 201
+    seats = (await admin.get(f"/admin/events/{ev['id']}/seats")).json()
+    assert seats["event"]["cap"] == 2 and seats["is_sold_out"] is True
+
+
+async def test_state_machine_and_the_arm_rule(api: Api, admin: httpx.AsyncClient):
+    ev = await make_event(admin, seats_max=1)
+    eid = uuid.UUID(ev["id"])
+    async with api.pool.acquire() as conn:
+        mail_id = await conn.fetchval(
+            "INSERT INTO event.mails (event_id, interval_nbr, interval_unit, interval_kind,"
+            " template_ref, mail_done) VALUES ($1, 2, 'hours', 'after_sub', $2, true)"
+            " RETURNING id",
+            eid,
+            uuid.uuid4(),
+        )
+
+    async def mail() -> asyncpg.Record:
+        async with api.pool.acquire() as conn:
+            return await conn.fetchrow("SELECT * FROM event.mails WHERE id = $1", mail_id)
+
+    first = (await reg(admin, ev["id"])).json()
+    armed = await mail()
+    assert armed["mail_done"] is False and armed["scheduled_date"] is not None
+    url = f"/admin/registrations/{first['id']}"
+    async with api.pool.acquire() as conn:  # the scheduler finished: a re-arm would show
+        await conn.execute("UPDATE event.mails SET mail_done = true, scheduled_date = NULL")
+    r = await admin.post(f"{url}/confirm")  # re-confirming an open row: no write, no arm
+    assert r.json()["version"] == 1 and (await mail())["mail_done"] is True
+    r = await admin.post(f"{url}/set-done")
+    assert r.json()["state"] == "done" and r.json()["date_closed"] is not None
+    assert r.json()["version"] == 2 and (await mail())["mail_done"] is True  # open→done: no arm
+    closed_at = r.json()["date_closed"]
+    r = await admin.post(f"{url}/set-draft", headers={"If-Match": '"1"'})
+    assert r.status_code == 412 and code(r) == "stale_revision"
+    r = await admin.post(f"{url}/set-draft", headers={"If-Match": '"2"'})
+    assert r.json()["state"] == "draft" and r.json()["date_closed"] == closed_at
+    second = (await reg(admin, ev["id"])).json()  # the freed seat is taken
+    r = await admin.post(f"{url}/confirm")  # entering open re-checks seats
+    assert r.status_code == 409 and code(r) == "event_seats_exhausted"
+    await admin.post(f"/admin/registrations/{second['id']}/cancel")
+    async with api.pool.acquire() as conn:
+        await conn.execute("UPDATE event.mails SET mail_done = true, scheduled_date = NULL")
+    r = await admin.post(f"{url}/confirm")  # draft → open arms
+    assert r.json()["state"] == "open"
+    assert (await mail())["mail_done"] is False
+    async with api.pool.acquire() as conn:
+        verbs = await conn.fetch(
+            "SELECT verb FROM event.event_audit_log WHERE object_id = $1 ORDER BY id",
+            uuid.UUID(first["id"]),
+        )
+    assert [v["verb"] for v in verbs] == [
+        "registration_created",
+        "registration_set_done",
+        "registration_set_draft",
+        "registration_confirmed",
+    ]
+
+
+async def test_archived_rows_leave_seats_and_unarchive_rechecks(admin: httpx.AsyncClient):
+    ev = await make_event(admin, seats_max=1)
+    first = (await reg(admin, ev["id"])).json()
+    r = await admin.post(f"/admin/registrations/{first['id']}/archive")
+    assert r.json()["active"] is False
+    seats = (await admin.get(f"/admin/events/{ev['id']}/seats")).json()
+    assert seats["event"]["taken"] == 0
+    assert (await reg(admin, ev["id"])).status_code == 201
+    r = await admin.post(f"/admin/registrations/{first['id']}/unarchive")
+    assert r.status_code == 409 and code(r) == "event_seats_exhausted"
+    r = await admin.get("/admin/registrations", params={"event_id": ev["id"], "active": "false"})
+    assert [x["id"] for x in r.json()["items"]] == [first["id"]]
+
+
+async def test_patch_writes_attendee_fields_only(admin: httpx.AsyncClient):
+    ev = await make_event(admin)
+    r = (await reg(admin, ev["id"], name="Grace")).json()
+    url = f"/admin/registrations/{r['id']}"
+    for field, value in (
+        ("state", "done"),
+        ("barcode", "1"),
+        ("active", False),
+        ("sale_status", "sold"),
+        ("event_id", ev["id"]),
+    ):
+        resp = await admin.patch(url, json={field: value})
+        assert resp.status_code == 422 and code(resp) == "field_not_writable"
+        assert resp.json()["error"]["field"] == field
+    resp = await admin.patch(
+        url, params={"pii": "full"}, json={"name": "Grace Hopper", "company_name": "Navy"}
+    )
+    assert resp.json()["name"] == "Grace Hopper" and resp.json()["version"] == 2
+    assert (await admin.patch(url, json={"colour": "x"})).status_code == 422
+
+
+async def test_reads_mask_pii_unless_scoped_and_asked(api: Api, admin: httpx.AsyncClient):
+    ev = await make_event(admin)
+    r = (
+        await reg(
+            admin,
+            ev["id"],
+            name="Ada King Lovelace",
+            email="ada@example.org",
+            phone="+44 20 7946 0958",
+            company_name="Analytical",
+        )
+    ).json()
+    reader = await api.token("registration:read")
+    got = (await api.client.get(f"/admin/registrations/{r['id']}", headers=reader)).json()
+    assert got["name"] == "A*** K*** L***" and got["email"] == "a***@example.org"
+    assert got["phone"] == "***58" and got["company_name"] == "Analytical"
+    resp = await api.client.get(
+        f"/admin/registrations/{r['id']}", params={"pii": "full"}, headers=reader
+    )
+    assert resp.status_code == 403 and resp.json()["error"]["scope"] == "registration:pii"
+    full = await api.token("registration:read", "registration:pii")
+    got = (
+        await api.client.get(
+            f"/admin/registrations/{r['id']}", params={"pii": "full"}, headers=full
+        )
+    ).json()
+    assert got["email"] == "ada@example.org"
+    listed = await api.client.get(
+        "/admin/registrations", params={"event_id": ev["id"]}, headers=reader
+    )
+    assert listed.json()["items"][0]["email"] == "a***@example.org"
+    async with api.pool.acquire() as conn:
+        rows = await conn.fetch("SELECT verb, summary::text AS s FROM event.event_audit_log")
+    assert [x["verb"] for x in rows].count("registration_pii_read") == 1
+    assert not any("ada@" in x["s"] or "Lovelace" in x["s"] for x in rows)
+
+
+async def test_barcodes_are_unique_exact_match_and_retried_on_collision(api, admin, monkeypatch):
+    ev = await make_event(admin)
+    first = (await reg(admin, ev["id"])).json()
+    minted = iter([first["barcode"], "424242"])
+    monkeypatch.setattr(register_module, "new_barcode", lambda: next(minted))
+    second = (await reg(admin, ev["id"])).json()
+    assert second["barcode"] == "424242"
+    r = await admin.get("/admin/registrations", params={"event_id": ev["id"], "barcode": "42424"})
+    assert r.json()["items"] == []  # exact match only
+    r = await admin.get("/admin/registrations", params={"event_id": ev["id"], "barcode": "424242"})
+    assert [x["id"] for x in r.json()["items"]] == [second["id"]]
+
+
+async def test_answers_are_validated_against_the_event_questions(api: Api, admin):
+    ev = await make_event(admin)
+    choice = (
+        await admin.post(
+            "/admin/questions",
+            json={"title": "Meal", "answers": [{"name": "Veg"}, {"name": "Fish"}]},
+        )
+    ).json()
+    text = (
+        await admin.post("/admin/questions", json={"title": "Notes", "question_type": "text_box"})
+    ).json()
+    ident = (
+        await admin.post(
+            "/admin/questions", json={"title": "Company", "question_type": "company_name"}
+        )
+    ).json()
+    stray = (await admin.post("/admin/questions", json={"title": "Other"})).json()
+    other_q = (
+        await admin.post("/admin/questions", json={"title": "X", "answers": [{"name": "y"}]})
+    ).json()
+    for q in (choice, text, ident, other_q):
+        await admin.post(f"/admin/events/{ev['id']}/questions", json={"question_id": q["id"]})
+    bad = [
+        ([{"question_id": stray["id"], "value_text": "x"}], "question_not_on_event"),
+        ([{"question_id": choice["id"], "value_text": "Veg"}], "answer_invalid"),
+        (
+            [{"question_id": choice["id"], "value_answer_id": other_q["answers"][0]["id"]}],
+            "answer_not_of_question",
+        ),
+        (
+            [{"question_id": text["id"], "value_answer_id": choice["answers"][0]["id"]}],
+            "answer_invalid",
+        ),
+    ]
+    for answers, expected in bad:
+        r = await reg(admin, ev["id"], answers=answers)
+        assert r.status_code == 422 and code(r) == expected, answers
+    good = await reg(
+        admin,
+        ev["id"],
+        answers=[
+            {"question_id": choice["id"], "value_answer_id": choice["answers"][1]["id"]},
+            {"question_id": text["id"], "value_text": "Window seat"},
+            {"question_id": ident["id"], "value_text": "Babbage & Co"},
+        ],
+    )
+    assert good.status_code == 201
+    body = good.json()
+    assert body["company_name"] == "Babbage & Co"  # identity kinds fill the field, no row
+    assert sorted(a["question_id"] for a in body["answers"]) == sorted([choice["id"], text["id"]])
+
+
+class Directory:
+    """A host's partner directory, as a host would install it."""
+
+    async def contact(self, partner_id: uuid.UUID) -> PartnerContact | None:
+        return PartnerContact(name="Partner Name", email="p@example.org", phone="+1 555 0100")
+
+
+async def test_sync_from_partner_fills_empty_fields_only(settings: Settings, pool, api: Api):
+    headers = await api.token("*")
+    app = create_app(settings, ports=Ports(partner_directory=Directory()))
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url=BASE, headers=headers) as c:
+            ev = await make_event(c)
+            r = (await reg(c, ev["id"], name="Kept Name")).json()
+            url = f"/admin/registrations/{r['id']}/sync-from-partner"
+            resp = await c.post(url)
+            assert resp.status_code == 409 and code(resp) == "registration_has_no_partner"
+            await c.patch(f"/admin/registrations/{r['id']}", json={"partner_id": str(uuid.uuid4())})
+            resp = await c.post(url, params={"pii": "full"})
+            body = resp.json()
+            assert body["name"] == "Kept Name" and body["email"] == "p@example.org"
+            assert body["phone"] == "+1 555 0100" and body["version"] == 3
+
+
+async def test_unwired_partner_directory_answers_503(admin: httpx.AsyncClient):
+    ev = await make_event(admin)
+    r = (await reg(admin, ev["id"], partner_id=str(uuid.uuid4()))).json()
+    resp = await admin.post(f"/admin/registrations/{r['id']}/sync-from-partner")
+    assert resp.status_code == 503 and code(resp) == "partner_directory_not_composed"
+
+
+async def test_the_seat_count_is_an_index_only_scan(api: Api, admin: httpx.AsyncClient):
+    ev = await make_event(admin)
+    async with api.pool.acquire() as conn:
+        others = [
+            await conn.fetchval(
+                "INSERT INTO event.events (name, date_begin, date_end) VALUES ('x', now(), now())"
+                " RETURNING id"
+            )
+            for _ in range(20)
+        ]
+        await conn.execute(
+            "INSERT INTO event.registrations (event_id, barcode, state)"
+            " SELECT (ARRAY[$1::uuid] || $2::uuid[])[1 + g % 21], g::text,"
+            " (ARRAY['open','done','draft','cancel'])[1 + g % 4]::event.registration_state"
+            " FROM generate_series(1, 20000) g",
+            uuid.UUID(ev["id"]),
+            others,
+        )
+        await conn.execute("VACUUM ANALYZE event.registrations")
+        from events_svc.verbs.seats import _COUNT_EVENT
+
+        plan = "\n".join(
+            r[0] for r in await conn.fetch("EXPLAIN " + _COUNT_EVENT, uuid.UUID(ev["id"]))
+        )
+    assert "Index Only Scan using registrations_seat_event_idx" in plan, plan
+
+
+async def test_the_surface_reads_the_same_truth(api: Api, admin: httpx.AsyncClient):
+    ev = await make_event(admin, seats_max=3)
+    r = (await reg(admin, ev["id"])).json()
+    surface = EventSurface(api.pool)
+    seats = await surface.seat_availability(uuid.UUID(ev["id"]))
+    assert seats["event"]["available"] == 2
+    pub = await surface.publication_state(uuid.UUID(ev["id"]))
+    assert pub["is_published"] is False and pub["is_visible"] is False
+    await admin.post(f"/admin/events/{ev['id']}/publish")
+    assert (await surface.publication_state(uuid.UUID(ev["id"])))["is_visible"] is True
+    state = await surface.registration_state(uuid.UUID(r["id"]))
+    assert state["state"] == "open" and state["sale_status"] is None
+    with pytest.raises(Exception, match="No such registration"):
+        await surface.registration_state(uuid.uuid4())
