@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint migrate clean
+.PHONY: run test lint migrate bench clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required")'
@@ -23,10 +23,13 @@ test: $(STAMP)  ## the whole suite against a real PostgreSQL
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)  ## format check, lint, import contracts, strict typing
-	$(BIN)/ruff format --check src tests
-	$(BIN)/ruff check src tests
+	$(BIN)/ruff format --check src tests bench
+	$(BIN)/ruff check src tests bench
 	$(BIN)/lint-imports
 	$(BIN)/mypy
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+
+bench: $(STAMP)  ## the hot-event registration benchmark (embedded PostgreSQL unless EVENTS_BENCH_ADMIN_URL)
+	$(BIN)/python -m bench $(BENCH_ARGS)

@@ -25,10 +25,8 @@ from events_svc import db, errors, migrate
 from events_svc.ports import Ports
 from events_svc.routes import catalog, events, registrations, service
 from events_svc.routes.deps import (
-    ActorDependency,
+    ActorResolver,
     ServiceContext,
-    bearer_actor,
-    current_actor,
     utc_now,
 )
 from events_svc.settings import Settings
@@ -66,9 +64,9 @@ _ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
 def admin_router() -> APIRouter:
     """Every admin route (bearer/host actor, scopes), without the base path."""
     router = APIRouter(responses=_ERROR_RESPONSES)
+    router.include_router(registrations.router)  # the hottest routes match first
     router.include_router(events.router)
     router.include_router(catalog.router)
-    router.include_router(registrations.router)
     return router
 
 
@@ -166,18 +164,22 @@ async def service_lifespan(ctx: ServiceContext) -> AsyncIterator[None]:
 def create_app(
     settings: Settings,
     ports: Ports | None = None,
-    actor_dependency: ActorDependency | None = None,
+    actor_dependency: ActorResolver | None = None,
     *,
     pool: db.Pool | None = None,
     clock: Callable[[], datetime] = utc_now,
 ) -> FastAPI:
-    """The service as an ASGI app. `actor_dependency` replaces the bearer-token actor."""
+    """The service as an ASGI app.
+
+    `actor_dependency` is `async (request) -> Actor`; it replaces the bearer-token actor.
+    """
     ctx = ServiceContext(
         settings=settings,
         ports=ports or Ports(),
         migrations_dir=settings.migrations_dir or migrate.default_dir(),
         clock=clock,
         pool=pool,
+        actor_resolver=actor_dependency,
     )
 
     @asynccontextmanager
@@ -193,7 +195,6 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.events = ctx
-    app.dependency_overrides[current_actor] = actor_dependency or bearer_actor
     install_error_handlers(app)
     app.add_middleware(_ProtectHeaders)
     app.include_router(service.router)

@@ -177,6 +177,15 @@ async def _init_connection(conn: asyncpg.Connection[asyncpg.Record]) -> None:
     await conn.set_type_codec("jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
 
 
+async def _keep_session(conn: asyncpg.Connection[asyncpg.Record]) -> None:
+    """Release without the reset query (one round trip saved per request).
+
+    asyncpg still rolls back an open transaction before this runs. Pooled connections
+    never take session state (no SET, LISTEN, advisory lock or cursor): the migration
+    runner and the scheduler's LISTEN use connections of their own.
+    """
+
+
 async def create_pool(url: str, settings: Settings) -> Pool:
     """The asyncpg pool, sized and bounded by settings."""
     pool = await asyncpg.create_pool(
@@ -186,6 +195,7 @@ async def create_pool(url: str, settings: Settings) -> Pool:
         timeout=settings.connect_timeout_s,
         command_timeout=settings.statement_timeout_ms / 1000 + 5,
         init=_init_connection,
+        reset=_keep_session,
         server_settings={
             "application_name": "events-svc",
             "lock_timeout": str(settings.lock_timeout_ms),

@@ -417,3 +417,74 @@ async def test_the_surface_reads_the_same_truth(api: Api, admin: httpx.AsyncClie
     assert state["state"] == "open" and state["sale_status"] is None
     with pytest.raises(Exception, match="No such registration"):
         await surface.registration_state(uuid.uuid4())
+
+
+async def test_groups_respect_the_per_order_cap_and_mandatory_answers(api: Api, admin):
+    from datetime import UTC, datetime
+
+    from events_svc.actors import SYSTEM
+    from events_svc.errors import AnswerRequired, PerOrderCapExceeded
+    from events_svc.models import AnswerInput, AttendeeInput
+
+    ev = await make_event(admin)
+    eid = uuid.UUID(ev["id"])
+    t = (
+        await admin.post(
+            "/admin/tickets", json={"event_id": ev["id"], "name": "Duo", "limit_max_per_order": 2}
+        )
+    ).json()
+    three = [AttendeeInput(name=f"A{i}") for i in range(3)]
+    now = datetime.now(UTC)
+    with pytest.raises(PerOrderCapExceeded) as caught:
+        await register_module.register(
+            api.pool, SYSTEM, eid, three, now, ticket_id=uuid.UUID(t["id"])
+        )
+    assert caught.value.fields == {"maximum": 2, "requested": 3}
+    with pytest.raises(PerOrderCapExceeded):  # without a ticket cap: 30 at most
+        await register_module.register(
+            api.pool, SYSTEM, eid, [AttendeeInput() for _ in range(31)], now
+        )
+    q = (
+        await admin.post(
+            "/admin/questions",
+            json={"title": "Why?", "question_type": "text_box", "is_mandatory_answer": True},
+        )
+    ).json()
+    await admin.post(f"/admin/events/{ev['id']}/questions", json={"question_id": q["id"]})
+    with pytest.raises(AnswerRequired):
+        await register_module.register(
+            api.pool, SYSTEM, eid, [AttendeeInput()], now, require_mandatory=True
+        )
+    answered = AttendeeInput(
+        answers=[AnswerInput(question_id=uuid.UUID(q["id"]), value_text="Curious")]
+    )
+    done = await register_module.register(
+        api.pool,
+        SYSTEM,
+        eid,
+        [answered, answered],
+        now,
+        ticket_id=uuid.UUID(t["id"]),
+        require_mandatory=True,
+    )
+    assert len(done.registrations) == 2
+    assert all(r["answers"][0]["value_text"] == "Curious" for r in done.registrations)
+    async with api.pool.acquire() as conn:
+        assert await conn.fetchval("SELECT count(*) FROM event.registrations") == 2
+
+
+class EmptyDirectory:
+    async def contact(self, partner_id: uuid.UUID) -> PartnerContact | None:
+        return None
+
+
+async def test_sync_from_an_unknown_partner_is_refused(settings: Settings, pool, api: Api):
+    headers = await api.token("*")
+    app = create_app(settings, ports=Ports(partner_directory=EmptyDirectory()))
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url=BASE, headers=headers) as c:
+            ev = await make_event(c)
+            r = (await reg(c, ev["id"], partner_id=str(uuid.uuid4()))).json()
+            resp = await c.post(f"/admin/registrations/{r['id']}/sync-from-partner")
+            assert resp.status_code == 422 and code(resp) == "partner_not_found"

@@ -30,6 +30,7 @@ class ServiceContext:
     ports: Ports
     migrations_dir: Path
     clock: Callable[[], datetime] = utc_now
+    actor_resolver: ActorResolver | None = None  # None: bearer tokens
     pool: Pool | None = None
     extras: dict[str, Any] = field(default_factory=dict)
 
@@ -39,17 +40,27 @@ class ServiceContext:
         return self.pool
 
 
-def get_ctx(request: Request) -> ServiceContext:
+def service_context(request: Request) -> ServiceContext:
     ctx: ServiceContext = request.app.state.events
     return ctx
+
+
+async def get_ctx(request: Request) -> ServiceContext:
+    # async on purpose: FastAPI runs a sync dependency in a worker thread
+    return service_context(request)
 
 
 Ctx = Annotated[ServiceContext, Depends(get_ctx)]
 
 
 async def current_actor(request: Request) -> Actor:
-    """Placeholder the app overrides with the composed actor dependency."""
-    raise errors.Unauthenticated()
+    """The actor of this request, from the composed resolver (bearer tokens by default).
+
+    The resolver lives on the service context rather than in FastAPI's
+    dependency_overrides, which would rebuild the dependency tree on every request.
+    """
+    resolver = service_context(request).actor_resolver or bearer_actor
+    return await resolver(request)
 
 
 async def bearer_actor(request: Request) -> Actor:
@@ -58,14 +69,14 @@ async def bearer_actor(request: Request) -> Actor:
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         raise errors.Unauthenticated()
-    ctx = get_ctx(request)
+    ctx = service_context(request)
     actor = await resolve_token(ctx.db(), token.strip(), ctx.clock())
     if actor is None:
         raise errors.Unauthenticated("The token is unknown or revoked.")
     return actor
 
 
-ActorDependency = Callable[..., Awaitable[Actor]]
+ActorResolver = Callable[[Request], Awaitable[Actor]]
 
 
 def require(scope: str) -> Any:
@@ -79,7 +90,7 @@ def require(scope: str) -> Any:
     return Depends(check)
 
 
-def parse_if_match(if_match: Annotated[str | None, Header()] = None) -> int | None:
+async def parse_if_match(if_match: Annotated[str | None, Header()] = None) -> int | None:
     """The revision named by If-Match (`"3"`, `W/"3"`, `3`); `*` or absent means any."""
     if if_match is None or if_match.strip() == "*":
         return None

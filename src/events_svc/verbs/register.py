@@ -65,14 +65,17 @@ WITH new AS (
         $12, $12, $12
     FROM new
     ON CONFLICT ON CONSTRAINT registrations_barcode_key DO NOTHING
-    RETURNING id, barcode
+    RETURNING id, event_id, event_slot_id, event_ticket_id, state::text AS state,
+        sale_status::text AS sale_status, sale_order_id, name, email, phone, company_name,
+        partner_id, barcode, active, date_open, date_closed, version, company_id, created_at,
+        updated_at, '[]'::jsonb AS answers
 ), audit AS (
     INSERT INTO event.event_audit_log
         (actor_id, actor_kind, company_id, verb, object_kind, object_id, event_id, summary)
     SELECT $13, $14, $15, 'registration_created', 'registration', ins.id, $1, $16::jsonb
     FROM ins
 )
-SELECT id, barcode FROM ins
+SELECT * FROM ins
 """
 _INSERT_ANSWERS = """
 INSERT INTO event.registration_answers (registration_id, question_id, value_answer_id, value_text)
@@ -202,8 +205,9 @@ async def register(
         )
         resolved = [_resolve_answers(a, questions, require_mandatory) for a in attendees]
         await ensure_seats(conn, event, slot_id, ticket, len(attendees))
-        ids = await _insert(conn, actor, event, slot_id, ticket_id, partner_id, attendees,
-                            resolved, now, source)  # fmt: skip
+        views = await _insert(conn, actor, event, slot_id, ticket_id, partner_id, attendees,
+                              resolved, now, source)  # fmt: skip
+        ids = [v["id"] for v in views]
         answer_rows = [(rid, a) for rid, (_, rows) in zip(ids, resolved, strict=True) for a in rows]
         if answer_rows:
             await conn.execute(
@@ -215,7 +219,9 @@ async def register(
             )
         if event["has_after_sub"]:
             await arm_entering_open(conn, event_id, ids, now, stamped=True)
-        return Registered(event_id, await read_many(conn, ids))
+        if answer_rows:  # the views carry no answers yet: read them back
+            views = await read_many(conn, ids)
+        return Registered(event_id, views)
 
 
 async def _insert(
@@ -229,15 +235,15 @@ async def _insert(
     resolved: list[tuple[dict[str, str], list[AnswerInput]]],
     now: datetime,
     source: str,
-) -> list[UUID]:
+) -> list[dict[str, Any]]:
     """Insert every attendee; rows whose barcode collided are retried with a new one."""
     fields = []
     for attendee, (identity, _) in zip(attendees, resolved, strict=True):
         values = {k: getattr(attendee, k) or identity.get(k, "") for k in _IDENTITY_KINDS}
         fields.append(values)
-    ids: list[UUID | None] = [None] * len(attendees)
+    views: list[dict[str, Any] | None] = [None] * len(attendees)
     for _attempt in range(5):
-        pending = [i for i, rid in enumerate(ids) if rid is None]
+        pending = [i for i, view in enumerate(views) if view is None]
         if not pending:
             break
         codes = {new_barcode(): i for i in pending}
@@ -251,7 +257,8 @@ async def _insert(
             actor.company_id, {"source": source, "state": "open"},
         )  # fmt: skip
         for row in rows:
-            ids[codes[row["barcode"]]] = row["id"]
-    if any(rid is None for rid in ids):
+            views[codes[row["barcode"]]] = dict(row)
+    done = [view for view in views if view is not None]
+    if len(done) != len(views):
         raise RuntimeError("could not mint a unique barcode")
-    return [rid for rid in ids if rid is not None]
+    return done

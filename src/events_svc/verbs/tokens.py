@@ -89,7 +89,7 @@ async def resolve_token(pool: Pool, token: str, now: datetime) -> Actor | None:
     """The actor for a live token, or None for unknown or revoked tokens."""
     if not token.startswith(_PREFIX) or len(token) > 200:
         return None
-    async with transaction(pool) as conn:
+    async with connection(pool) as conn:  # one statement, autocommit: no BEGIN/COMMIT trips
         row = await conn.fetchrow(_RESOLVE, _digest(token), now)
     if row is None:
         return None

@@ -1,0 +1,1 @@
+"""Benchmarks of events-svc (`make bench`)."""

@@ -1,0 +1,291 @@
+"""The hot-event registration benchmark (`make bench`).
+
+In ONE run on one PostgreSQL, for a hot limited event (seats far above the load) with
+0, 10 000 and 100 000 existing registrations, it measures:
+  (a) the raw-SQL ceiling: BEGIN; lock the event row; count; insert; COMMIT, from asyncpg;
+  (b) the register verb called in-process;
+  (c) POST /admin/registrations through a real `events-svc serve` (uvicorn) process,
+      driven by aiohttp (httpx's client tops out near 650 requests/s on this machine);
+each with 1, 8 and 32 concurrent workers, and prints registrations/second, p50/p99
+latency and the ratios b/a and c/a as a Markdown table. Every cell gets a fresh event
+seeded with the existing rows, then VACUUM ANALYZE (a plan cached on an empty table
+would be a sequential scan).
+
+Database: EVENTS_BENCH_ADMIN_URL (a superuser URL) or a fresh embedded PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import platform
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+from uuid import UUID
+
+import aiohttp
+import asyncpg
+import httpx
+
+from events_svc import migrate
+from events_svc.actors import SYSTEM
+from events_svc.db import create_pool
+from events_svc.embedded import EmbeddedPostgres
+from events_svc.models import AttendeeInput
+from events_svc.settings import Settings
+from events_svc.verbs.register import register
+from events_svc.verbs.tokens import create_token
+
+DB = "events_bench"
+RAW_LOCK = "SELECT id FROM event.events WHERE id = $1 FOR UPDATE"
+RAW_COUNT = (
+    "SELECT count(*) FROM event.registrations"
+    " WHERE event_id = $1 AND state IN ('open', 'done') AND active"
+)
+RAW_INSERT = "INSERT INTO event.registrations (event_id, barcode) VALUES ($1, $2)"
+NEW_EVENT = """
+INSERT INTO event.events (name, date_begin, date_end, seats_limited, seats_max)
+VALUES ('Hot event', now() + interval '30 days', now() + interval '31 days', true, 100000000)
+RETURNING id
+"""
+SEED = """
+INSERT INTO event.registrations (event_id, barcode, name)
+SELECT $1, ($2::bigint * 1000000 + g)::text, 'Seed' FROM generate_series(1, $3) g
+"""
+
+
+@dataclass
+class Cell:
+    done: int
+    seconds: float
+    latencies: list[float]
+
+    @property
+    def rate(self) -> float:
+        return self.done / self.seconds
+
+    def pct(self, q: float) -> float:
+        if not self.latencies:
+            return float("nan")
+        ordered = sorted(self.latencies)
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
+
+
+def _barcode() -> str:
+    return str(int.from_bytes(secrets.token_bytes(8), "little"))
+
+
+async def drive(workers: int, seconds: float, op: Callable[[int], Awaitable[None]]) -> Cell:
+    """Run `op(worker)` in a loop on `workers` tasks for `seconds`; time each call."""
+    latencies: list[float] = []
+    deadline = time.perf_counter() + seconds
+
+    async def worker(w: int) -> None:
+        while time.perf_counter() < deadline:
+            t0 = time.perf_counter()
+            await op(w)
+            latencies.append(time.perf_counter() - t0)
+
+    start = time.perf_counter()
+    await asyncio.gather(*(worker(w) for w in range(workers)))
+    return Cell(len(latencies), time.perf_counter() - start, latencies)
+
+
+async def fresh_event(admin: asyncpg.Connection, existing: int, seq: int) -> UUID:
+    event_id: UUID = await admin.fetchval(NEW_EVENT)
+    if existing:
+        await admin.execute(SEED, event_id, seq, existing)
+    await admin.execute("VACUUM ANALYZE event.registrations")
+    return event_id
+
+
+async def raw_cell(url: str, event_id: UUID, workers: int, seconds: float) -> Cell:
+    conns = [await asyncpg.connect(url) for _ in range(workers)]
+
+    async def op(w: int) -> None:
+        conn = conns[w]
+        async with conn.transaction():
+            await conn.fetchval(RAW_LOCK, event_id)
+            await conn.fetchval(RAW_COUNT, event_id)
+            await conn.execute(RAW_INSERT, event_id, _barcode())
+
+    try:
+        return await drive(workers, seconds, op)
+    finally:
+        for c in conns:
+            await c.close()
+
+
+async def verb_cell(url: str, event_id: UUID, workers: int, seconds: float) -> Cell:
+    settings = Settings(database_url=url, pool_min=workers, pool_max=workers)
+    pool = await create_pool(url, settings)
+    attendee = [AttendeeInput(name="Bench Attendee", email="bench@example.org")]
+
+    async def op(_: int) -> None:
+        await register(pool, SYSTEM, event_id, attendee, datetime.now(UTC))
+
+    try:
+        return await drive(workers, seconds, op)
+    finally:
+        await pool.close()
+
+
+async def http_cell(base: str, token: str, event_id: UUID, workers: int, seconds: float) -> Cell:
+    headers = {"Authorization": f"Bearer {token}"}
+    body = {"event_id": str(event_id), "name": "Bench Attendee", "email": "bench@example.org"}
+    connector = aiohttp.TCPConnector(limit=workers)
+    async with aiohttp.ClientSession(base, headers=headers, connector=connector) as client:
+
+        async def op(_: int) -> None:
+            async with client.post("/api/v1/event/admin/registrations", json=body) as r:
+                text = await r.text()
+                if r.status != 201:
+                    raise RuntimeError(f"POST answered {r.status}: {text}")
+
+        async with client.get("/healthz") as r:
+            await r.read()
+        return await drive(workers, seconds, op)
+
+
+def _with_db(url: str, name: str) -> str:
+    return urlunsplit(urlsplit(url)._replace(path=f"/{name}"))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def admin_server() -> Iterator[str]:
+    given = os.environ.get("EVENTS_BENCH_ADMIN_URL")
+    if given:
+        yield given
+        return
+    folder = Path(tempfile.mkdtemp(prefix="events-bench-"))
+    server = EmbeddedPostgres(folder)
+    server.start()
+    try:
+        yield server.url("postgres")
+    finally:
+        server.stop()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def service(url: str, pool_max: int) -> Iterator[str]:
+    port = _free_port()
+    env = {**os.environ, "EVENTS_DATABASE_URL": url, "EVENTS_PORT": str(port),
+           "EVENTS_POOL_MAX": str(pool_max), "EVENTS_POOL_MIN": "4",
+           "EVENTS_LOG_LEVEL": "WARNING"}  # fmt: skip
+    proc = subprocess.Popen([sys.executable, "-m", "events_svc", "serve"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            with contextlib.suppress(httpx.TransportError):
+                if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
+                    break
+            time.sleep(0.2)
+        else:
+            raise RuntimeError("the service did not become ready")
+        yield base
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+async def run(
+    admin_url: str, sizes: list[int], concurrency: list[int], seconds: float
+) -> list[str]:
+    admin = await asyncpg.connect(admin_url)
+    await admin.execute(f'DROP DATABASE IF EXISTS "{DB}" WITH (FORCE)')
+    await admin.execute(f'CREATE DATABASE "{DB}"')
+    await admin.close()
+    url = _with_db(admin_url, DB)
+    conn = await asyncpg.connect(url)
+    await migrate.apply(conn, migrate.default_dir())
+    pool = await create_pool(url, Settings(database_url=url, pool_min=1, pool_max=2))
+    token, _ = await create_token(pool, "bench", ["*"], None, datetime.now(UTC))
+    await pool.close()
+    rows = []
+    seq = 0
+    with service(url, pool_max=max(concurrency)) as base:
+        for size in sizes:
+            for workers in concurrency:
+                cells = {}
+                for mode in ("raw", "verb", "http"):
+                    seq += 1
+                    event_id = await fresh_event(conn, size, seq)
+                    if mode == "raw":
+                        cells[mode] = await raw_cell(url, event_id, workers, seconds)
+                    elif mode == "verb":
+                        cells[mode] = await verb_cell(url, event_id, workers, seconds)
+                    else:
+                        cells[mode] = await http_cell(base, token, event_id, workers, seconds)
+                rows.append(_row(size, workers, cells))
+                print(rows[-1], flush=True)
+    await conn.close()
+    admin = await asyncpg.connect(admin_url)
+    await admin.execute(f'DROP DATABASE IF EXISTS "{DB}" WITH (FORCE)')
+    await admin.close()
+    return rows
+
+
+def _row(size: int, workers: int, cells: dict[str, Cell]) -> str:
+    a, b, c = cells["raw"], cells["verb"], cells["http"]
+    return (
+        f"| {size:>7,} | {workers:>2} | {a.rate:7.0f} | {b.rate:7.0f} | {c.rate:7.0f} "
+        f"| {b.rate / a.rate:5.0%} | {c.rate / a.rate:5.0%} "
+        f"| {a.pct(0.5):5.1f} / {a.pct(0.99):6.1f} | {b.pct(0.5):5.1f} / {b.pct(0.99):6.1f} "
+        f"| {c.pct(0.5):5.1f} / {c.pct(0.99):6.1f} |"
+    )
+
+
+HEADER = (
+    "| existing | conc | (a) raw/s | (b) verb/s | (c) http/s | b/a | c/a "
+    "| (a) p50/p99 ms | (b) p50/p99 ms | (c) p50/p99 ms |\n"
+    "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
+    parser.add_argument("--seconds", type=float, default=3.0, help="duration of each cell")
+    parser.add_argument("--sizes", default="0,10000,100000")
+    parser.add_argument("--concurrency", default="1,8,32")
+    args = parser.parse_args()
+    sizes = [int(x) for x in args.sizes.split(",")]
+    concurrency = [int(x) for x in args.concurrency.split(",")]
+    try:
+        import uvloop  # noqa: PLC0415 - optional: the server side uses it through uvicorn
+
+        uvloop.install()
+        loop_name = "uvloop"
+    except ImportError:
+        loop_name = "asyncio"
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python "
+          f"{platform.python_version()}, {loop_name}; {args.seconds:g} s per cell")  # fmt: skip
+    print(HEADER, flush=True)
+    with admin_server() as admin_url:
+        rows = asyncio.run(run(admin_url, sizes, concurrency, args.seconds))
+    print("\n" + HEADER)
+    print("\n".join(rows))
+
+
+if __name__ == "__main__":
+    main()
