@@ -22,16 +22,13 @@ import contextlib
 import os
 import platform
 import secrets
-import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 from uuid import UUID
 
@@ -42,7 +39,7 @@ import httpx
 from events_svc import migrate
 from events_svc.actors import SYSTEM
 from events_svc.db import create_pool
-from events_svc.embedded import EmbeddedPostgres
+from events_svc.embedded import scratch_server
 from events_svc.models import AttendeeInput
 from events_svc.settings import Settings
 from events_svc.verbs.register import register
@@ -175,14 +172,8 @@ def admin_server() -> Iterator[str]:
     if given:
         yield given
         return
-    folder = Path(tempfile.mkdtemp(prefix="events-bench-"))
-    server = EmbeddedPostgres(folder)
-    server.start()
-    try:
-        yield server.url("postgres")
-    finally:
-        server.stop()
-        shutil.rmtree(folder, ignore_errors=True)
+    with scratch_server("events-bench-") as url:
+        yield url
 
 
 @contextlib.contextmanager

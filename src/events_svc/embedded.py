@@ -17,7 +17,10 @@ import fcntl
 import json
 import logging
 import os
+import shutil
+import tempfile
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -181,3 +184,19 @@ def running_url(data_dir: Path, database: str = DATABASE) -> str | None:
         return None
     port, socket_dir = lines[3].strip(), lines[4].strip()
     return f"postgresql://postgres@/{database}?host={socket_dir}&port={port}"
+
+
+@contextlib.contextmanager
+def scratch_server(prefix: str) -> Iterator[str]:
+    """A throwaway embedded server in a new temporary folder, deleted on exit.
+
+    Yields the superuser URL of its `postgres` database (for tests and benchmarks).
+    """
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    server = EmbeddedPostgres(folder)
+    server.start()
+    try:
+        yield server.url("postgres")
+    finally:
+        server.stop()
+        shutil.rmtree(folder, ignore_errors=True)

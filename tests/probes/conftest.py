@@ -7,12 +7,9 @@ a template migrated once per session. No server means failures, never skips.
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -23,7 +20,7 @@ import pytest
 from events_svc import create_app, migrate
 from events_svc.actors import Actor
 from events_svc.db import create_pool
-from events_svc.embedded import EmbeddedPostgres
+from events_svc.embedded import scratch_server
 from events_svc.settings import Settings
 from events_svc.verbs.tokens import create_token
 
@@ -49,14 +46,8 @@ def admin_url() -> Iterator[str]:
         with PostgresContainer("postgres:16-alpine", driver=None) as pg:
             yield pg.get_connection_url()
         return
-    folder = Path(tempfile.mkdtemp(prefix="events-test-"))
-    server = EmbeddedPostgres(folder)
-    server.start()
-    try:
-        yield server.url("postgres")
-    finally:
-        server.stop()
-        shutil.rmtree(folder, ignore_errors=True)
+    with scratch_server("events-test-") as url:
+        yield url
 
 
 async def _admin(admin_url: str) -> asyncpg.Connection:
@@ -197,3 +188,18 @@ async def insert_registration(
                VALUES ($1, $2, $3, $4, $5::event.registration_state, $6) RETURNING id""",
             event_id, multi, slot, ticket, state, str(uuid.uuid4().int)[:20],
         )  # fmt: skip
+
+
+async def add_slot(admin: httpx.AsyncClient, event_id: str, hour: int = 10) -> dict[str, Any]:
+    """A one-hour slot on 2027-05-10 (inside event_body's dates)."""
+    body = {"event_id": event_id, "date_begin": f"2027-05-10T{hour:02}:00:00Z",
+            "date_end": f"2027-05-10T{hour + 1:02}:00:00Z"}  # fmt: skip
+    r = await admin.post("/admin/slots", json=body)
+    assert r.status_code == 201, r.text
+    return dict(r.json())
+
+
+async def add_ticket(admin: httpx.AsyncClient, event_id: str, **fields: Any) -> dict[str, Any]:
+    r = await admin.post("/admin/tickets", json={"event_id": event_id, "name": "T", **fields})
+    assert r.status_code == 201, r.text
+    return dict(r.json())

@@ -16,7 +16,7 @@ from events_svc.errors import SeatsExhausted
 from events_svc.models import AttendeeInput
 from events_svc.settings import Settings
 from events_svc.verbs.register import register
-from tests.probes.conftest import Api, event_body
+from tests.probes.conftest import Api, add_slot, add_ticket, event_body
 
 
 @pytest.fixture
@@ -57,9 +57,7 @@ async def test_64_racers_on_a_4_seat_event_give_exactly_4_rows(api: Api, admin):
 
 async def test_64_racers_on_a_4_seat_ticket(api: Api, admin):
     ev = await _event(admin, seats_limited=False)
-    t = (
-        await admin.post("/admin/tickets", json={"event_id": ev["id"], "name": "T", "seats_max": 4})
-    ).json()
+    t = await add_ticket(admin, ev["id"], name="T", seats_max=4)
     outcome = await _race(admin, 64, {"event_id": ev["id"], "event_ticket_id": t["id"]})
     assert outcome == {(201, None): 4, (409, "event_seats_exhausted"): 60}
     assert await _taken(api, event_ticket_id=t["id"]) == 4
@@ -67,16 +65,7 @@ async def test_64_racers_on_a_4_seat_ticket(api: Api, admin):
 
 async def test_64_racers_on_a_4_seat_slot(api: Api, admin):
     ev = await _event(admin, seats_max=4, is_multi_slots=True)
-    s = (
-        await admin.post(
-            "/admin/slots",
-            json={
-                "event_id": ev["id"],
-                "date_begin": "2027-05-10T10:00:00Z",
-                "date_end": "2027-05-10T11:00:00Z",
-            },
-        )
-    ).json()
+    s = await add_slot(admin, ev["id"], 10)
     outcome = await _race(admin, 64, {"event_id": ev["id"], "event_slot_id": s["id"]})
     assert outcome == {(201, None): 4, (409, "event_seats_exhausted"): 60}
     assert await _taken(api, event_slot_id=s["id"]) == 4

@@ -13,7 +13,7 @@ from events_svc import EventSurface, create_app
 from events_svc.ports import PartnerContact, Ports
 from events_svc.settings import Settings
 from events_svc.verbs import register as register_module
-from tests.probes.conftest import BASE, Api, event_body
+from tests.probes.conftest import BASE, Api, add_slot, add_ticket, event_body
 
 
 async def make_event(admin: httpx.AsyncClient, **over: Any) -> dict[str, Any]:
@@ -49,39 +49,14 @@ async def test_register_refusals(api: Api, admin: httpx.AsyncClient):
     multi = await make_event(admin, is_multi_slots=True)
     plain = await make_event(admin)
     other = await make_event(admin)
-    slot = (
-        await admin.post(
-            "/admin/slots",
-            json={
-                "event_id": multi["id"],
-                "date_begin": "2027-05-10T10:00:00Z",
-                "date_end": "2027-05-10T12:00:00Z",
-            },
-        )
-    ).json()
-    foreign_ticket = (
-        await admin.post("/admin/tickets", json={"event_id": other["id"], "name": "X"})
-    ).json()
-    closed = (
-        await admin.post(
-            "/admin/tickets",
-            json={
-                "event_id": plain["id"],
-                "name": "Early",
-                "end_sale_datetime": "2020-01-01T00:00:00Z",
-            },
-        )
-    ).json()
-    later = (
-        await admin.post(
-            "/admin/tickets",
-            json={
-                "event_id": plain["id"],
-                "name": "Late",
-                "start_sale_datetime": "2099-01-01T00:00:00Z",
-            },
-        )
-    ).json()
+    slot = await add_slot(admin, multi["id"], 10)
+    foreign_ticket = await add_ticket(admin, other["id"], name="X")
+    closed = await add_ticket(
+        admin, plain["id"], name="Early", end_sale_datetime="2020-01-01T00:00:00Z"
+    )
+    later = await add_ticket(
+        admin, plain["id"], name="Late", start_sale_datetime="2099-01-01T00:00:00Z"
+    )
     cases = [
         (multi["id"], {}, 422, "slot_required"),
         (plain["id"], {"event_slot_id": slot["id"]}, 422, "slot_not_in_event"),
@@ -112,11 +87,7 @@ async def test_seats_exhausted_names_the_scope_and_the_missing_seats(admin: http
     assert err["code"] == "event_seats_exhausted" and err["scope"] == "event"
     assert err["scope_id"] == ev["id"] and err["missing"] == 1 and err["available"] == 0
     t_ev = await make_event(admin, seats_limited=False)
-    t = (
-        await admin.post(
-            "/admin/tickets", json={"event_id": t_ev["id"], "name": "VIP", "seats_max": 1}
-        )
-    ).json()
+    t = await add_ticket(admin, t_ev["id"], name="VIP", seats_max=1)
     assert (await reg(admin, t_ev["id"], event_ticket_id=t["id"])).status_code == 201
     r = await reg(admin, t_ev["id"], event_ticket_id=t["id"])
     assert r.json()["error"]["scope"] == "ticket" and r.json()["error"]["scope_id"] == t["id"]
@@ -134,17 +105,7 @@ async def test_unlimited_caps_never_refuse(admin: httpx.AsyncClient):
 
 async def test_multi_slot_events_measure_the_cap_per_slot(admin: httpx.AsyncClient):
     ev = await make_event(admin, is_multi_slots=True, seats_max=1)
-    slots = []
-    for hour in (10, 14):
-        s = await admin.post(
-            "/admin/slots",
-            json={
-                "event_id": ev["id"],
-                "date_begin": f"2027-05-10T{hour}:00:00Z",
-                "date_end": f"2027-05-10T{hour + 1}:00:00Z",
-            },
-        )
-        slots.append(s.json()["id"])
+    slots = [(await add_slot(admin, ev["id"], hour))["id"] for hour in (10, 14)]
     assert (await reg(admin, ev["id"], event_slot_id=slots[0])).status_code == 201
     r = await reg(admin, ev["id"], event_slot_id=slots[0])
     assert r.status_code == 409 and r.json()["error"]["scope"] == "slot"
@@ -428,11 +389,7 @@ async def test_groups_respect_the_per_order_cap_and_mandatory_answers(api: Api, 
 
     ev = await make_event(admin)
     eid = uuid.UUID(ev["id"])
-    t = (
-        await admin.post(
-            "/admin/tickets", json={"event_id": ev["id"], "name": "Duo", "limit_max_per_order": 2}
-        )
-    ).json()
+    t = await add_ticket(admin, ev["id"], name="Duo", limit_max_per_order=2)
     three = [AttendeeInput(name=f"A{i}") for i in range(3)]
     now = datetime.now(UTC)
     with pytest.raises(PerOrderCapExceeded) as caught:
