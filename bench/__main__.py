@@ -25,6 +25,7 @@ import secrets
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
@@ -180,10 +181,11 @@ def admin_server() -> Iterator[str]:
 def service(url: str, pool_max: int) -> Iterator[str]:
     port = _free_port()
     env = {**os.environ, "EVENTS_DATABASE_URL": url, "EVENTS_PORT": str(port),
-           "EVENTS_POOL_MAX": str(pool_max), "EVENTS_POOL_MIN": "4",
+           "EVENTS_POOL_MAX": str(pool_max), "EVENTS_POOL_MIN": str(min(4, pool_max)),
            "EVENTS_LOG_LEVEL": "WARNING"}  # fmt: skip
+    log = tempfile.TemporaryFile()
     proc = subprocess.Popen([sys.executable, "-m", "events_svc", "serve"], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+                            stdout=subprocess.DEVNULL, stderr=log)  # fmt: skip
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
@@ -193,11 +195,13 @@ def service(url: str, pool_max: int) -> Iterator[str]:
                     break
             time.sleep(0.2)
         else:
-            raise RuntimeError("the service did not become ready")
+            log.seek(0)
+            raise RuntimeError("the service did not become ready:\n" + log.read().decode()[-2000:])
         yield base
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+        log.close()
 
 
 async def run(
