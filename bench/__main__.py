@@ -183,25 +183,25 @@ def service(url: str, pool_max: int) -> Iterator[str]:
     env = {**os.environ, "EVENTS_DATABASE_URL": url, "EVENTS_PORT": str(port),
            "EVENTS_POOL_MAX": str(pool_max), "EVENTS_POOL_MIN": str(min(4, pool_max)),
            "EVENTS_LOG_LEVEL": "WARNING"}  # fmt: skip
-    log = tempfile.TemporaryFile()
-    proc = subprocess.Popen([sys.executable, "-m", "events_svc", "serve"], env=env,
-                            stdout=subprocess.DEVNULL, stderr=log)  # fmt: skip
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            with contextlib.suppress(httpx.TransportError):
-                if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
-                    break
-            time.sleep(0.2)
-        else:
-            log.seek(0)
-            raise RuntimeError("the service did not become ready:\n" + log.read().decode()[-2000:])
-        yield base
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-        log.close()
+    with tempfile.TemporaryFile() as log:
+        proc = subprocess.Popen([sys.executable, "-m", "events_svc", "serve"], env=env,
+                                stdout=subprocess.DEVNULL, stderr=log)  # fmt: skip
+        base = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                with contextlib.suppress(httpx.TransportError):
+                    if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
+                        break
+                time.sleep(0.2)
+            else:
+                log.seek(0)
+                tail = log.read().decode()[-2000:]
+                raise RuntimeError(f"the service did not become ready:\n{tail}")
+            yield base
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
 
 
 async def run(
