@@ -22,8 +22,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from events_svc import db, errors, migrate
+from events_svc.adapters.standalone import standalone_ports
 from events_svc.ports import Ports
-from events_svc.routes import catalog, events, registrations, service
+from events_svc.routes import catalog, events, mails, registrations, service
 from events_svc.routes.deps import (
     ActorResolver,
     ServiceContext,
@@ -67,6 +68,7 @@ def admin_router() -> APIRouter:
     router.include_router(registrations.router)  # the hottest routes match first
     router.include_router(events.router)
     router.include_router(catalog.router)
+    router.include_router(mails.router)
     return router
 
 
@@ -175,7 +177,7 @@ def create_app(
     """
     ctx = ServiceContext(
         settings=settings,
-        ports=ports or Ports(),
+        ports=Ports(),
         migrations_dir=settings.migrations_dir or migrate.default_dir(),
         clock=clock,
         pool=pool,
@@ -194,6 +196,9 @@ def create_app(
         "answers {error: {code, detail}} with a stable code.",
         lifespan=lifespan,
     )
+    # No ports given: the standalone composition (template store, outbox queue). A host
+    # passes its own Ports; `Ports()` alone is the refusing defaults, loud on every send.
+    ctx.ports = ports if ports is not None else standalone_ports(ctx.db)
     app.state.events = ctx
     install_error_handlers(app)
     app.add_middleware(_ProtectHeaders)

@@ -334,3 +334,38 @@ class RegistrationPatch(Command):
 
 
 REGISTRATION_WRITABLE = ("name", "email", "phone", "company_name", "partner_id")
+
+
+# --- communication ------------------------------------------------------------------------
+
+
+class MailCreate(Command):
+    event_id: UUID
+    interval_nbr: Annotated[int, Field(ge=0, le=10_000)] = 1
+    interval_unit: IntervalUnit = "hours"
+    interval_kind: IntervalKind = "before_event"
+    template_ref: UUID
+    notification_channel: Channel = "mail"
+    sequence: int = 10
+
+
+class MailPatch(Command):
+    interval_nbr: Annotated[int, Field(ge=0, le=10_000)] | None = None
+    interval_unit: IntervalUnit | None = None
+    interval_kind: IntervalKind | None = None
+    template_ref: UUID | None = None
+    notification_channel: Channel | None = None
+    sequence: int | None = None
+
+
+class TemplateCreate(Command):
+    kind: Channel = "mail"
+    name: Name
+    subject: Annotated[str, Field(max_length=1000)] = ""
+    body: Annotated[str, Field(min_length=1, max_length=100_000)]
+
+
+class TemplatePatch(Command):
+    name: Name | None = None
+    subject: Annotated[str, Field(max_length=1000)] | None = None
+    body: Annotated[str, Field(min_length=1, max_length=100_000)] | None = None

@@ -8,7 +8,7 @@ adapters where it has them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 from uuid import UUID
 
 from events_svc import errors
@@ -44,8 +44,82 @@ class RefusingPartnerDirectory:
         raise PartnerDirectoryNotComposed()
 
 
+# --- communication: rendering and queueing --------------------------------------------------
+
+
+class MailRefused(Exception):
+    """A typed reason why one mail could not be rendered or queued.
+
+    `kind` is one of the scheduler's failure kinds: template_unresolved,
+    template_renderer_not_composed, render_failed, enqueue_refused, recipient_invalid.
+    The message never carries attendee data.
+    """
+
+    def __init__(self, kind: str, message: str = "") -> None:
+        super().__init__(message or kind)
+        self.kind = kind
+
+
+@dataclass(frozen=True)
+class RenderRequest:
+    """What to render: a template (logical id + kind) and the context of one recipient."""
+
+    template_ref: UUID
+    template_kind: str
+    context: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Rendered:
+    subject: str
+    body: str
+
+
+@dataclass(frozen=True)
+class OutgoingMessage:
+    """One queued message ('sent' means queued)."""
+
+    channel: str
+    recipient: str
+    sender: str
+    subject: str
+    body: str
+    event_id: UUID
+    registration_id: UUID
+    scheduler_id: UUID
+
+
+class TemplateRenderer(Protocol):
+    async def render(self, request: RenderRequest) -> Rendered:
+        """Render subject and body, or raise MailRefused (template_unresolved, render_failed)."""
+        ...
+
+
+class MailQueue(Protocol):
+    async def enqueue(self, conn: Any, message: OutgoingMessage) -> None:
+        """Queue one message; `conn` is the scheduler's open transaction (the standalone
+        outbox writes in it, so a receipt and its queued mail commit together)."""
+        ...
+
+
+class RefusingTemplateRenderer:
+    """The default when no renderer is composed: every send fails visibly."""
+
+    async def render(self, request: RenderRequest) -> Rendered:
+        raise MailRefused("template_renderer_not_composed", "no template renderer is composed")
+
+
+class RefusingMailQueue:
+    """The default when no mail queue is composed: every send fails visibly."""
+
+    async def enqueue(self, conn: Any, message: OutgoingMessage) -> None:
+        raise MailRefused("enqueue_refused", "no mail queue is composed")
+
+
 @dataclass(frozen=True)
 class Ports:
     """The bundle of host ports handed to `create_app`."""
 
     partner_directory: PartnerDirectory = field(default_factory=RefusingPartnerDirectory)
+    template_renderer: TemplateRenderer = field(default_factory=RefusingTemplateRenderer)
+    mail_queue: MailQueue = field(default_factory=RefusingMailQueue)

@@ -65,6 +65,21 @@ def _url(env: Mapping[str, str], name: str) -> str | None:
     return value
 
 
+def _sender(env: Mapping[str, str], name: str) -> str:
+    value = env.get(name, "").strip() or "events@localhost"
+    if "@" not in value or any(c.isspace() for c in value):
+        raise SettingsError(f"{name}={value!r} is not an email address")
+    return value
+
+
+def _clock(env: Mapping[str, str], name: str, default: str) -> str:
+    value = env.get(name, "").strip() or default
+    hh, _, mm = value.partition(":")
+    if not (hh.isdigit() and mm.isdigit() and int(hh) < 24 and int(mm) < 60):
+        raise SettingsError(f"{name}={value!r} is not a time of day HH:MM (UTC)")
+    return f"{int(hh):02}:{int(mm):02}"
+
+
 @dataclass(frozen=True)
 class Settings:
     """Every knob of the service; see the configuration table in README.md."""
@@ -87,6 +102,10 @@ class Settings:
     intake_public: bool = False
     migrations_dir: Path | None = None
     log_level: str = "INFO"
+    mail_sender: str = "events@localhost"
+    scheduler_enabled: bool = True
+    scheduler_floor_s: int = 1200
+    done_sweep_at: str = "03:41"
 
     def __post_init__(self) -> None:
         if self.pool_min > self.pool_max:
@@ -123,4 +142,8 @@ class Settings:
             intake_public=_bool(e, "EVENT_INTAKE_PUBLIC", False),
             migrations_dir=Path(migrations) if migrations else None,
             log_level=level,
+            mail_sender=_sender(e, "EVENT_MAIL_SENDER"),
+            scheduler_enabled=_bool(e, "EVENT_SCHEDULER_ENABLED", True),
+            scheduler_floor_s=_int(e, "EVENT_SCHEDULER_FLOOR_S", 1200),
+            done_sweep_at=_clock(e, "EVENT_DONE_SWEEP_AT", "03:41"),
         )

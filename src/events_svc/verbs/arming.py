@@ -1,10 +1,12 @@
 """The arm rule: the ONE place that says what happens when registrations enter 'open'.
 
 Rows entering `open` from nowhere (create), `draft` or `cancel` get `date_open`
-stamped (their eligibility time), and the event's after-subscription
-schedulers are armed in the same transaction: `mail_done` cleared and
+stamped (their eligibility time), and the event's schedulers are armed in the
+same transaction: after-subscription schedulers get `mail_done` cleared and
 `scheduled_date` pulled forward to the earliest new due time (`date_open` +
-the scheduler's interval), then a NOTIFY wakes the scheduler loops. Verbs
+the scheduler's interval); event-based schedulers that already finished are
+reopened (the late registrant is owed their mail); then a NOTIFY wakes the
+scheduler loops. Verbs
 never send anything themselves. Re-confirming an open row and `open -> done`
 never come here.
 """
@@ -21,22 +23,25 @@ CHANNEL = "event_mail_due"
 _STAMP_OPEN = """
 UPDATE event.registrations SET date_open = $2 WHERE id = ANY($1::uuid[])
 """
-# due = date_open + interval; the scheduler row keeps its earliest pending due time
+# after_sub: due = date_open + offset, the scheduler keeps its earliest pending due time.
+# Event-based schedulers that already finished are reopened: a late registrant is owed
+# the mails the others got, at their due time (the pass claims only due rows, and drops
+# what a closed window no longer allows).
 _ARM = """
 WITH armed AS (
     UPDATE event.mails m SET
         mail_done = false,
-        scheduled_date = least(coalesce(m.scheduled_date, 'infinity'), $2::timestamptz + CASE
-            m.interval_unit
-            WHEN 'now' THEN interval '0'
-            WHEN 'hours' THEN make_interval(hours => m.interval_nbr)
-            WHEN 'days' THEN make_interval(days => m.interval_nbr)
-            WHEN 'weeks' THEN make_interval(weeks => m.interval_nbr)
-            WHEN 'months' THEN make_interval(months => m.interval_nbr)
-        END),
+        scheduled_date = CASE WHEN m.interval_kind = 'after_sub' THEN
+            least(coalesce(m.scheduled_date, 'infinity'),
+                  $2::timestamptz + event.mail_offset(m.interval_unit, m.interval_nbr))
+            ELSE m.scheduled_date END,
         updated_at = $2
-    WHERE m.event_id = $1 AND m.interval_kind = 'after_sub'
+    WHERE m.event_id = $1
+      AND (m.interval_kind = 'after_sub' OR m.mail_done)
     RETURNING m.id
+), children AS (
+    UPDATE event.mail_slots c SET mail_done = false
+    FROM armed WHERE c.scheduler_id = armed.id AND c.mail_done
 )
 SELECT count(*) FROM armed
 """

@@ -27,6 +27,7 @@ from events_svc.verbs.common import (
     merge_patch,
     page,
 )
+from events_svc.verbs.schedules import reschedule_event
 from events_svc.verbs.seats import get_seat_view
 
 _COLS = """
@@ -228,6 +229,8 @@ async def create_event(pool: Pool, actor: Actor, cmd: EventCreate, now: datetime
             applied["questions"] = _count(
                 await conn.execute(_APPLY_QUESTIONS, event_id, type_row["id"])
             )
+            if applied["mails"]:
+                await reschedule_event(conn, event_id, now)
         await write_audit(
             conn, actor, "event_created", "event", event_id, event_id=event_id, summary=applied
         )
@@ -335,6 +338,8 @@ async def patch_event(
             new["company_id"], new["organizer_id"], new["address_id"], new["location"],
             new["event_url"], new["badge_format"], new["active"], ics_sequence, now,
         )  # fmt: skip
+        if {"date_begin", "date_end", "is_multi_slots"}.intersection(changed):
+            await reschedule_event(conn, event_id, now)
         if tags_changed and cmd.tag_ids is not None:
             await _set_tags(conn, event_id, cmd.tag_ids)
             changed.append("tag_ids")

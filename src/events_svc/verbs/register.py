@@ -33,8 +33,7 @@ MAX_GROUP = 30
 _LOCK_EVENT = """
 SELECT e.id, e.company_id, e.seats_limited, e.seats_max, e.is_multi_slots,
     e.kanban_state::text AS kanban_state,
-    EXISTS (SELECT 1 FROM event.mails m WHERE m.event_id = e.id AND m.interval_kind = 'after_sub')
-        AS has_after_sub
+    EXISTS (SELECT 1 FROM event.mails m WHERE m.event_id = e.id) AS has_schedulers
 FROM event.events e
 WHERE e.id = $1 AND ($2::uuid IS NULL OR e.company_id IS NULL OR e.company_id = $2)
 FOR UPDATE OF e
@@ -217,7 +216,7 @@ async def register(
                 [a.value_answer_id for _, a in answer_rows],
                 [a.value_text for _, a in answer_rows],
             )
-        if event["has_after_sub"]:
+        if event["has_schedulers"]:
             await arm_entering_open(conn, event_id, ids, now, stamped=True)
         if answer_rows:  # the views carry no answers yet: read them back
             views = await read_many(conn, ids)

@@ -20,6 +20,7 @@ from events_svc.models import SlotCreate, TicketCreate
 from events_svc.verbs.audit import write_audit
 from events_svc.verbs.common import clamp_limit, decode_cursor, merge_patch, page
 from events_svc.verbs.events import lock_event
+from events_svc.verbs.schedules import reschedule_event
 
 _TICKET_GET = """
 SELECT k.* FROM event.tickets k JOIN event.events e ON e.id = k.event_id
@@ -182,6 +183,7 @@ async def create_slot(pool: Pool, actor: Actor, cmd: SlotCreate, now: datetime) 
             await conn.fetchrow(_SLOT_INSERT, cmd.event_id, cmd.date_begin, cmd.date_end, now)
         )
         await write_audit(conn, actor, "slot_created", "slot", row["id"], event_id=cmd.event_id)
+        await reschedule_event(conn, cmd.event_id, now)
         return row
 
 
@@ -223,6 +225,7 @@ async def patch_slot(
             conn, actor, "slot_updated", "slot", slot_id, event_id=current["event_id"],
             summary={"fields": sorted(changes)},
         )  # fmt: skip
+        await reschedule_event(conn, current["event_id"], now)
         return row
 
 

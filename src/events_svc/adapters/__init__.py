@@ -1,0 +1,1 @@
+"""Standalone implementations of the host ports (used by `events-svc serve`)."""

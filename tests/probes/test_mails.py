@@ -1,0 +1,272 @@
+"""The communication scheduler: engines, receipts, windows, failures, batches.
+
+Time is a parameter: every pass is run with an explicit `now`; nothing sleeps.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+
+from events_svc.adapters.standalone import OutboxQueue, StoreRenderer
+from events_svc.ports import Ports
+from events_svc.verbs.mail_pass import PassOptions, RunSummary, run_mail_pass
+from tests.probes.conftest import Api, add_slot, event_body
+
+BEGIN = datetime(2027, 5, 10, 9, 0, tzinfo=UTC)
+END = datetime(2027, 5, 12, 18, 0, tzinfo=UTC)
+
+
+def ports(pool: asyncpg.Pool) -> Ports:
+    return Ports(template_renderer=StoreRenderer(lambda: pool), mail_queue=OutboxQueue())
+
+
+async def run(api: Api, now: datetime, *, batch: int = 50, cap: int = 1000,
+              p: Ports | None = None, **kw: Any) -> RunSummary:  # fmt: skip
+    options = PassOptions(batch=batch, cap=cap, default_sender="events@example.org")
+    return await run_mail_pass(api.pool, p or ports(api.pool), options, now, **kw)
+
+
+async def template(admin: httpx.AsyncClient, body: str = "Hello {{ registration.name }}") -> str:
+    r = await admin.post("/admin/templates", json={"name": "T", "subject": "About {{ event.name }}",
+                                                   "body": body})  # fmt: skip
+    assert r.status_code == 201, r.text
+    return str(r.json()["id"])
+
+
+async def scheduler(admin: httpx.AsyncClient, event_id: str, tpl: str, **over: Any) -> dict:
+    body = {"event_id": event_id, "interval_nbr": 1, "interval_unit": "days",
+            "interval_kind": "before_event", "template_ref": tpl, **over}  # fmt: skip
+    r = await admin.post("/admin/mails", json=body)
+    assert r.status_code == 201, r.text
+    return dict(r.json())
+
+
+async def people(admin: httpx.AsyncClient, event_id: str, n: int, **extra: Any) -> list[dict]:
+    out = []
+    for i in range(n):
+        r = await admin.post("/admin/registrations", params={"pii": "full"},
+                             json={"event_id": event_id, "name": f"Guest {i}",
+                                   "email": f"guest{i}@example.org", **extra})  # fmt: skip
+        assert r.status_code == 201, r.text
+        out.append(r.json())
+    return out
+
+
+async def outbox(api: Api, scheduler_id: str | None = None) -> list[asyncpg.Record]:
+    async with api.pool.acquire() as conn:
+        return await conn.fetch(
+            "SELECT * FROM event.outbox_messages WHERE $1::uuid IS NULL OR scheduler_id = $1"
+            " ORDER BY recipient", uuid.UUID(scheduler_id) if scheduler_id else None)  # fmt: skip
+
+
+async def mail(admin: httpx.AsyncClient, mail_id: str) -> dict:
+    return dict((await admin.get(f"/admin/mails/{mail_id}")).json())
+
+
+async def test_before_event_mail_goes_once_to_each_eligible_attendee(api: Api, admin):
+    ev = (await admin.post("/admin/events", json=event_body())).json()
+    tpl = await template(admin)
+    guests = await people(admin, ev["id"], 4)
+    await admin.post(f"/admin/registrations/{guests[1]['id']}/cancel")
+    await admin.post(f"/admin/registrations/{guests[2]['id']}/archive")
+    await admin.post(f"/admin/registrations/{guests[3]['id']}/set-draft")
+    m = await scheduler(admin, ev["id"], tpl)
+    assert m["scheduled_date"].startswith("2027-05-09T09:00")
+    assert m["mail_state"] == "scheduled" and m["count_pending"] == 1
+    assert (await run(api, BEGIN - timedelta(days=2))).sent == 0  # not due yet
+    summary = await run(api, BEGIN - timedelta(hours=12))
+    assert summary.sent == 1
+    sent = await outbox(api)
+    assert [(o["recipient"], o["subject"], o["body"]) for o in sent] == [
+        ("guest0@example.org", "About PyCon Lisbon", "Hello Guest 0")
+    ]
+    assert sent[0]["sender"] == "events@example.org"
+    assert (await run(api, BEGIN - timedelta(hours=11))).sent == 0  # exactly once
+    view = await mail(admin, m["id"])
+    assert view["mail_done"] is True and view["mail_state"] == "sent" and view["count_sent"] == 1
+
+
+async def test_a_late_registrant_reopens_a_finished_scheduler(api: Api, admin):
+    ev = (await admin.post("/admin/events", json=event_body())).json()
+    m = await scheduler(admin, ev["id"], await template(admin))
+    await people(admin, ev["id"], 2)
+    assert (await run(api, BEGIN - timedelta(hours=1))).sent == 2
+    assert (await mail(admin, m["id"]))["mail_done"] is True
+    await people(admin, ev["id"], 1)
+    assert (await mail(admin, m["id"]))["mail_done"] is False
+    assert (await run(api, BEGIN - timedelta(minutes=30))).sent == 1
+    assert len(await outbox(api)) == 3
+
+
+async def test_an_ended_event_drops_a_before_event_mail_visibly(api: Api, admin):
+    ev = (await admin.post("/admin/events", json=event_body())).json()
+    await people(admin, ev["id"], 3)
+    m = await scheduler(admin, ev["id"], await template(admin))
+    summary = await run(api, END + timedelta(hours=1))
+    assert summary.sent == 0 and summary.dropped == 3
+    assert await outbox(api) == []
+    view = await mail(admin, m["id"])
+    assert view["mail_done"] is True and view["count_dropped"] == 3
+
+
+async def test_a_cancelled_event_sends_nothing(api: Api, admin):
+    ev = (await admin.post("/admin/events", json=event_body())).json()
+    await people(admin, ev["id"], 2)
+    m = await scheduler(admin, ev["id"], await template(admin))
+    await admin.patch(f"/admin/events/{ev['id']}", json={"kanban_state": "cancel"})
+    assert (await run(api, BEGIN)).sent == 0
+    assert (await mail(admin, m["id"]))["mail_state"] == "cancelled"
+
+
+@pytest.mark.parametrize(
+    ("kind", "unit", "nbr", "due"),
+    [
+        ("before_event", "days", 2, BEGIN - timedelta(days=2)),
+        ("before_event", "now", 5, BEGIN),
+        ("after_event_start", "hours", 3, BEGIN + timedelta(hours=3)),
+        ("before_event_end", "weeks", 1, END - timedelta(weeks=1)),
+        ("after_event", "months", 1, datetime(2027, 6, 12, 18, 0, tzinfo=UTC)),
+    ],
+)
+async def test_each_interval_kind_and_unit(api: Api, admin, kind, unit, nbr, due):
+    ev = (await admin.post("/admin/events", json=event_body())).json()
+    await people(admin, ev["id"], 1)
+    m = await scheduler(admin, ev["id"], await template(admin), interval_kind=kind,
+                        interval_unit=unit, interval_nbr=nbr)  # fmt: skip
+    assert datetime.fromisoformat(m["scheduled_date"]) == due
+    assert (await run(api, due - timedelta(seconds=1))).sent == 0
+    assert (await run(api, due)).sent == 1
+
+
+async def test_after_sub_is_due_from_the_time_a_row_became_eligible(api: Api, admin):
+    ev = (await admin.post("/admin/events", json=event_body())).json()
+    m = await scheduler(admin, ev["id"], await template(admin), interval_kind="after_sub",
+                        interval_unit="hours", interval_nbr=2)  # fmt: skip
+    first, second = await people(admin, ev["id"], 2)
+    await admin.post(f"/admin/registrations/{second['id']}/set-draft")
+    opened = datetime.fromisoformat(first["date_open"])
+    assert (await run(api, opened + timedelta(hours=1))).sent == 0
+    assert (await run(api, opened + timedelta(hours=2, seconds=1))).sent == 1
+    # re-confirm of an open row and open -> done never re-send
+    await admin.post(f"/admin/registrations/{first['id']}/confirm")
+    await admin.post(f"/admin/registrations/{first['id']}/set-done")
+    assert (await run(api, opened + timedelta(hours=3))).sent == 0
+    # the draft healed to open: due two hours after THAT, not after its creation
+    healed = (await admin.post(f"/admin/registrations/{second['id']}/confirm")).json()
+    healed_at = datetime.fromisoformat(healed["date_open"])
+    assert (await run(api, healed_at + timedelta(hours=1))).sent == 0
+    assert (await run(api, healed_at + timedelta(hours=2, seconds=1))).sent == 1
+    assert len(await outbox(api, m["id"])) == 2
+
+
+async def test_receipts_of_attendees_who_left_are_pruned(api: Api, admin):
+    ev = (await admin.post("/admin/events", json=event_body())).json()
+    m = await scheduler(admin, ev["id"], await template(admin), interval_kind="after_sub",
+                        interval_unit="days", interval_nbr=1)  # fmt: skip
+    a, b = await people(admin, ev["id"], 2)
+    due = datetime.fromisoformat(b["date_open"]) + timedelta(days=1, minutes=1)
+    first = await run(api, due, batch=1, cap=1)  # both receipts exist, one mail went
+    assert (first.sent, first.more) == (1, True)
+    await admin.post(f"/admin/registrations/{b['id']}/cancel")
+    summary = await run(api, due)
+    assert summary.sent == 0 and summary.pruned == 1
+    assert [o["registration_id"] for o in await outbox(api, m["id"])] == [uuid.UUID(a["id"])]
+    assert (await mail(admin, m["id"]))["mail_done"] is True
+
+
+async def test_batches_and_the_per_pass_cap(api: Api, admin):
+    ev = (await admin.post("/admin/events", json=event_body(seats_max=0))).json()
+    async with api.pool.acquire() as conn:
+        await conn.execute(
+            "INSERT INTO event.registrations (event_id, barcode, name, email)"
+            " SELECT $1, g::text, 'G' || g, 'g' || g || '@example.org'"
+            " FROM generate_series(1, 30) g", uuid.UUID(ev["id"]))  # fmt: skip
+    m = await scheduler(admin, ev["id"], await template(admin))
+    first = await run(api, BEGIN, batch=5, cap=20)
+    assert (first.sent, first.more) == (20, True)
+    assert (await mail(admin, m["id"]))["mail_state"] == "running"
+    second = await run(api, BEGIN, batch=5, cap=20)
+    assert (second.sent, second.more) == (10, False)
+    assert len(await outbox(api)) == 30
+
+
+async def test_the_slot_engine_sends_per_slot(api: Api, admin):
+    ev = (await admin.post("/admin/events", json=event_body(is_multi_slots=True))).json()
+    morning = await add_slot(admin, ev["id"], 10)
+    evening = await add_slot(admin, ev["id"], 20)
+    await people(admin, ev["id"], 2, event_slot_id=morning["id"])
+    await people(admin, ev["id"], 1, event_slot_id=evening["id"])
+    m = await scheduler(admin, ev["id"], await template(admin), interval_nbr=1,
+                        interval_unit="hours")  # fmt: skip
+    assert m["scheduled_date"].startswith("2027-05-10T09:00")  # the earliest child
+    s1 = await run(api, datetime(2027, 5, 10, 9, 30, tzinfo=UTC))
+    assert s1.sent == 2
+    assert (await mail(admin, m["id"]))["scheduled_date"].startswith("2027-05-10T19:00")
+    s2 = await run(api, datetime(2027, 5, 10, 19, 30, tzinfo=UTC))
+    assert s2.sent == 1 and (await mail(admin, m["id"]))["mail_done"] is True
+
+
+async def test_failures_are_typed_recorded_and_cleared(api: Api, admin):
+    ev = (await admin.post("/admin/events", json=event_body())).json()
+    await people(admin, ev["id"], 1)
+    tpl = await template(admin, body="Hello {{ registration.nickname }}")
+    m = await scheduler(admin, ev["id"], tpl)
+    s = await run(api, BEGIN)
+    assert s.sent == 0 and s.failures == {"render_failed": 1}
+    view = await mail(admin, m["id"])
+    assert view["mail_state"] == "error" and view["error_kind"] == "render_failed"
+    await admin.patch(f"/admin/templates/{tpl}", json={"body": "Hello {{ registration.name }}"})
+    assert (await run(api, BEGIN)).sent == 1
+    view = await mail(admin, m["id"])
+    assert view["error_kind"] is None and view["mail_state"] == "sent"
+
+    unresolved = await scheduler(admin, ev["id"], str(uuid.uuid4()))
+    s = await run(api, BEGIN)
+    assert s.failures == {"template_unresolved": 1}
+    assert (await mail(admin, unresolved["id"]))["error_kind"] == "template_unresolved"
+    s = await run(api, BEGIN, p=Ports())  # nothing composed: refusing defaults
+    assert s.failures == {"template_renderer_not_composed": 1}
+    s = await run(api, BEGIN, p=Ports(template_renderer=StoreRenderer(lambda: api.pool)))
+    assert s.failures == {"template_unresolved": 1}
+
+
+async def test_an_unreachable_recipient_fails_alone(api: Api, admin):
+    ev = (await admin.post("/admin/events", json=event_body())).json()
+    await people(admin, ev["id"], 2)
+    await admin.post("/admin/registrations", json={"event_id": ev["id"], "name": "No mail"})
+    m = await scheduler(admin, ev["id"], await template(admin))
+    s = await run(api, BEGIN)
+    assert s.sent == 2 and s.failures == {"recipient_invalid": 1}
+    view = await mail(admin, m["id"])
+    assert view["error_kind"] == "recipient_invalid" and view["mail_done"] is False
+    assert view["count_pending"] == 1
+
+
+async def test_queue_refusal_keeps_the_work_pending(api: Api, admin):
+    ev = (await admin.post("/admin/events", json=event_body())).json()
+    await people(admin, ev["id"], 2)
+    m = await scheduler(admin, ev["id"], await template(admin))
+    refusing = Ports(template_renderer=StoreRenderer(lambda: api.pool))
+    s = await run(api, BEGIN, p=refusing)
+    assert s.failures == {"enqueue_refused": 1} and s.sent == 0
+    assert (await mail(admin, m["id"]))["count_pending"] == 2
+    assert (await run(api, BEGIN)).sent == 2
+
+
+async def test_moving_the_event_retimes_unsent_work_only(api: Api, admin):
+    ev = (await admin.post("/admin/events", json=event_body())).json()
+    await people(admin, ev["id"], 1)
+    sent = await scheduler(admin, ev["id"], await template(admin), interval_nbr=3)
+    await run(api, BEGIN - timedelta(days=2))
+    pending = await scheduler(admin, ev["id"], await template(admin), interval_nbr=1)
+    await admin.patch(f"/admin/events/{ev['id']}", json={
+        "date_begin": "2027-06-10T09:00:00Z", "date_end": "2027-06-12T18:00:00Z"})  # fmt: skip
+    assert (await mail(admin, pending["id"]))["scheduled_date"].startswith("2027-06-09T09:00")
+    assert (await mail(admin, sent["id"]))["count_sent"] == 1
+    assert (await run(api, BEGIN)).sent == 0
