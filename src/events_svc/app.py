@@ -30,6 +30,7 @@ from events_svc.routes.deps import (
     ServiceContext,
     utc_now,
 )
+from events_svc.scheduler import SchedulerLoop
 from events_svc.settings import Settings
 
 log = logging.getLogger("events_svc")
@@ -155,9 +156,16 @@ async def service_lifespan(ctx: ServiceContext) -> AsyncIterator[None]:
         log.warning(
             "EVENT_CAPABILITY_SECRET is not set: capability links cannot be minted or opened"
         )
+    loop = None
+    if ctx.settings.scheduler_enabled:
+        loop = SchedulerLoop(ctx.db, ctx.ports, ctx.settings, ctx.clock)
+        ctx.extras["scheduler"] = loop
+        loop.start()
     try:
         yield
     finally:
+        if loop is not None:
+            await loop.stop()  # the batch in hand commits first
         if owned and ctx.pool is not None:
             await ctx.pool.close()
             ctx.pool = None

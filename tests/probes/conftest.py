@@ -109,7 +109,11 @@ async def empty_db_url(admin_url: str) -> AsyncIterator[str]:
 
 @pytest.fixture
 def settings(db_url: str) -> Settings:
-    return Settings(database_url=db_url, pool_min=1, pool_max=4, lock_timeout_ms=2000)
+    # the scheduler loop runs only in the probes that start it: others pass time explicitly
+    return Settings(
+        database_url=db_url, pool_min=1, pool_max=4, lock_timeout_ms=2000,
+        scheduler_enabled=False,
+    )  # fmt: skip
 
 
 @pytest.fixture

@@ -22,7 +22,8 @@ from tests.probes.conftest import Api, add_slot, add_ticket, event_body
 @pytest.fixture
 def settings(db_url: str) -> Settings:
     # enough connections that the races happen in PostgreSQL, not in the pool queue
-    return Settings(database_url=db_url, pool_min=4, pool_max=24, lock_timeout_ms=10000)
+    return Settings(database_url=db_url, pool_min=4, pool_max=24, lock_timeout_ms=10000,
+                    scheduler_enabled=False)  # fmt: skip
 
 
 async def _event(admin: httpx.AsyncClient, **over: Any) -> dict[str, Any]:

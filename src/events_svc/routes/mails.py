@@ -11,8 +11,9 @@ from events_svc import errors
 from events_svc.actors import Actor
 from events_svc.models import MailCreate, MailPatch, TemplateCreate, TemplatePatch
 from events_svc.routes.deps import Ctx, require
+from events_svc.scheduler import pass_options
 from events_svc.verbs import mails as verbs
-from events_svc.verbs.mail_pass import PassOptions, run_mail_pass
+from events_svc.verbs.mail_pass import run_mail_pass
 
 router = APIRouter(tags=["communication"])
 
@@ -20,11 +21,6 @@ Read = Annotated[Actor, require("event:read")]
 Write = Annotated[Actor, require("event:write")]
 Run = Annotated[Actor, require("scheduler:run")]
 TemplateWrite = Annotated[Actor, require("template:write")]
-
-
-def pass_options(ctx: Any) -> PassOptions:
-    s = ctx.settings
-    return PassOptions(batch=s.mail_batch, cap=s.mail_cron_limit, default_sender=s.mail_sender)
 
 
 @router.get("/admin/mails")
@@ -51,7 +47,7 @@ async def patch_mail(ctx: Ctx, actor: Write, mail_id: UUID, body: MailPatch) -> 
 async def run_mail(ctx: Ctx, actor: Run, mail_id: UUID) -> dict[str, Any]:
     """Run this row now (even before its due time) through the pass's own claims."""
     await verbs.get_mail(ctx.db(), actor, mail_id)  # 404 across companies
-    summary = await run_mail_pass(ctx.db(), ctx.ports, pass_options(ctx), ctx.clock(),
+    summary = await run_mail_pass(ctx.db(), ctx.ports, pass_options(ctx.settings), ctx.clock(),
                                   mail_id=mail_id, force=True)  # fmt: skip
     return {"summary": summary.as_dict(), "mail": await verbs.get_mail(ctx.db(), actor, mail_id)}
 
@@ -61,7 +57,7 @@ async def run_schedulers(ctx: Ctx, actor: Run) -> dict[str, Any]:
     """One full pass now: everything due."""
     if actor.company_id is not None:
         raise errors.MissingScope("A full pass is for platform operators.", scope="scheduler:run")
-    summary = await run_mail_pass(ctx.db(), ctx.ports, pass_options(ctx), ctx.clock())
+    summary = await run_mail_pass(ctx.db(), ctx.ports, pass_options(ctx.settings), ctx.clock())
     return summary.as_dict()
 
 

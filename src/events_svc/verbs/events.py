@@ -397,22 +397,30 @@ async def unpublish_event(
         return await event_view(conn, await get_event_row(conn, actor, event_id), now)
 
 
+async def mark_done_locked(conn: Connection, actor: Actor, event_id: UUID, now: datetime) -> bool:
+    """Move a locked event to the first pipe_end stage; False when it is there already."""
+    current = await get_event_row(conn, actor, event_id)
+    stage_id = await conn.fetchval(_FIRST_PIPE_END)
+    if stage_id is None:
+        raise errors.NoPipeEndStage()
+    if current["stage_id"] == stage_id:
+        return False
+    kanban = reset_kanban(current["kanban_state"])
+    await conn.execute(_SET_STAGE, event_id, stage_id, kanban, now)
+    await write_audit(
+        conn, actor, "event_marked_done", "event", event_id, event_id=event_id,
+        summary={"stage_id": str(stage_id)},
+    )  # fmt: skip
+    return True
+
+
 async def mark_event_done(
     pool: Pool, actor: Actor, event_id: UUID, now: datetime
 ) -> dict[str, Any]:
     """Move the event to the first pipe_end stage by sequence (the terminal write)."""
     async with transaction(pool) as conn:
-        current = await lock_event(conn, actor, event_id)
-        stage_id = await conn.fetchval(_FIRST_PIPE_END)
-        if stage_id is None:
-            raise errors.NoPipeEndStage()
-        if current["stage_id"] != stage_id:
-            kanban = reset_kanban(current["kanban_state"])
-            await conn.execute(_SET_STAGE, event_id, stage_id, kanban, now)
-            await write_audit(
-                conn, actor, "event_marked_done", "event", event_id, event_id=event_id,
-                summary={"stage_id": str(stage_id)},
-            )  # fmt: skip
+        await lock_event(conn, actor, event_id)
+        await mark_done_locked(conn, actor, event_id, now)
         return await event_view(conn, await get_event_row(conn, actor, event_id), now)
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -335,14 +336,18 @@ async def run_mail_pass(
     *,
     mail_id: UUID | None = None,
     force: bool = False,
+    stopping: Callable[[], bool] = lambda: False,
 ) -> RunSummary:
-    """One pass over due schedulers (or the one named, `force` ignoring its due time)."""
+    """One pass over due schedulers (or the one named, `force` ignoring its due time).
+
+    `stopping` is asked before each batch: a shutdown finishes the batch in hand.
+    """
     summary = RunSummary()
     handled: list[UUID] = []
     excluded: dict[UUID, list[UUID]] = {}
     budget = options.cap
     seen: set[UUID] = set()
-    while True:
+    while not stopping():
         if budget <= 0:
             summary.more = True
             break
@@ -380,3 +385,17 @@ async def run_mail_pass(
             handled.append(m["id"])
     summary.schedulers = len(seen)
     return summary
+
+
+_NEXT_DUE = """
+SELECT min(m.scheduled_date) FROM event.mails m JOIN event.events e ON e.id = m.event_id
+WHERE NOT m.mail_done AND e.active AND e.kanban_state <> 'cancel'
+  AND (m.interval_kind <> 'after_sub' OR e.date_end > $1)
+"""
+
+
+async def next_due(pool: Pool, now: datetime) -> datetime | None:
+    """The earliest due time of any live scheduler (the loop sleeps until then)."""
+    async with transaction(pool) as conn:
+        value: datetime | None = await conn.fetchval(_NEXT_DUE, now)
+        return value

@@ -1,0 +1,109 @@
+"""The in-process scheduler loop, started by the app lifespan.
+
+It runs the mail pass, sleeps until the earliest due scheduler row (or the
+floor tick, whichever is sooner), and wakes early on `NOTIFY event_mail_due`
+from the arming verbs. Once a day at `EVENT_DONE_SWEEP_AT` (UTC) it also runs
+the done sweep. Any number of instances may run it: every claim is
+`FOR UPDATE SKIP LOCKED`. A failing pass is logged and counted; the loop goes
+on. Stopping lets the batch in hand finish and commit.
+
+The loop holds one pooled connection for LISTEN (released with UNLISTEN).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+from events_svc.db import Pool
+from events_svc.ports import Ports
+from events_svc.settings import Settings
+from events_svc.verbs.arming import CHANNEL
+from events_svc.verbs.done_sweep import sweep_done_events
+from events_svc.verbs.mail_pass import PassOptions, RunSummary, next_due, run_mail_pass
+
+log = logging.getLogger("events_svc.scheduler")
+
+
+def pass_options(settings: Settings) -> PassOptions:
+    return PassOptions(batch=settings.mail_batch, cap=settings.mail_cron_limit,
+                       default_sender=settings.mail_sender)  # fmt: skip
+
+
+def next_sweep(now: datetime, at: str) -> datetime:
+    """The next daily sweep instant (UTC) strictly after `now`."""
+    hh, mm = (int(x) for x in at.split(":"))
+    today = now.replace(hour=hh, minute=mm, second=0, microsecond=0)
+    return today if today > now else today + timedelta(days=1)
+
+
+class SchedulerLoop:
+    """Runs passes until stopped; `passes`, `failures` and `last` are for observation."""
+
+    def __init__(self, pool: Callable[[], Pool], ports: Ports, settings: Settings,
+                 clock: Callable[[], datetime]) -> None:  # fmt: skip
+        self.pool, self.ports, self.settings, self.clock = pool, ports, settings, clock
+        self.wake = asyncio.Event()
+        self.stopping = asyncio.Event()
+        self.task: asyncio.Task[None] | None = None
+        self.passes = 0
+        self.failures = 0
+        self.last: RunSummary | None = None
+        self.sweep_at = next_sweep(clock(), settings.done_sweep_at)
+
+    def start(self) -> None:
+        self.task = asyncio.create_task(self._run(), name="events-scheduler")
+
+    async def stop(self) -> None:
+        """Finish the batch in hand, then return."""
+        self.stopping.set()
+        self.wake.set()
+        if self.task is not None:
+            await self.task
+
+    def _notified(self, *_: Any) -> None:
+        self.wake.set()
+
+    async def run_once(self) -> RunSummary:
+        """One pass (and the sweep when it is due)."""
+        now = self.clock()
+        summary = await run_mail_pass(self.pool(), self.ports, pass_options(self.settings), now,
+                                      stopping=self.stopping.is_set)  # fmt: skip
+        if now >= self.sweep_at and not self.stopping.is_set():
+            moved = await sweep_done_events(self.pool(), now)
+            log.info("done sweep moved %d event(s)", moved)
+            self.sweep_at = next_sweep(now, self.settings.done_sweep_at)
+        self.passes += 1
+        self.last = summary
+        return summary
+
+    async def _delay(self) -> float:
+        now = self.clock()
+        floor = float(self.settings.scheduler_floor_s)
+        due = await next_due(self.pool(), now)
+        until_due = (due - now).total_seconds() if due is not None else floor
+        until_sweep = (self.sweep_at - now).total_seconds()
+        return max(0.0, min(floor, until_due, until_sweep))
+
+    async def _run(self) -> None:
+        async with contextlib.AsyncExitStack() as stack:
+            listener = await stack.enter_async_context(self.pool().acquire())
+            await listener.add_listener(CHANNEL, self._notified)
+            stack.push_async_callback(listener.remove_listener, CHANNEL, self._notified)
+            while not self.stopping.is_set():
+                self.wake.clear()
+                delay = min(30.0, float(self.settings.scheduler_floor_s))  # after a failure
+                try:
+                    summary = await self.run_once()
+                    if summary.more:
+                        continue  # overflow: run again at once
+                    delay = await self._delay()
+                except Exception:
+                    self.failures += 1
+                    log.exception("scheduler pass failed; retrying")
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.wake.wait(), timeout=delay)

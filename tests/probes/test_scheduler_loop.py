@@ -1,0 +1,239 @@
+"""The scheduler under real concurrency: the lifespan loop, racing passes, a killed
+process, the done sweep, the routes and the CLI."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import httpx
+
+from events_svc import create_app
+from events_svc.db import create_pool
+from events_svc.settings import Settings
+from events_svc.verbs.done_sweep import sweep_done_events
+from tests.probes.conftest import BASE, Api, event_body
+from tests.probes.test_mails import BEGIN, outbox, ports, run, scheduler, template
+
+
+async def seed(api: Api, event_id: str, n: int) -> None:
+    async with api.pool.acquire() as conn:
+        await conn.execute(
+            "INSERT INTO event.registrations (event_id, barcode, name, email, date_open)"
+            " SELECT $1, g::text, 'G' || g, 'g' || g || '@example.org', now()"
+            " FROM generate_series(1, $2) g",
+            uuid.UUID(event_id),
+            n,
+        )
+
+
+async def exactly_once(api: Api, n: int) -> None:
+    async with api.pool.acquire() as conn:
+        row = await conn.fetchrow(
+            "SELECT count(*) AS rows, count(DISTINCT (scheduler_id, registration_id)) AS pairs"
+            " FROM event.outbox_messages"
+        )
+        orphans = await conn.fetchval(
+            "SELECT count(*) FROM event.mail_registrations mr WHERE mr.mail_sent AND NOT EXISTS"
+            " (SELECT 1 FROM event.outbox_messages o WHERE o.scheduler_id = mr.scheduler_id"
+            "  AND o.registration_id = mr.registration_id)"
+        )
+        unreceipted = await conn.fetchval(
+            "SELECT count(*) FROM event.outbox_messages o WHERE NOT EXISTS (SELECT 1 FROM"
+            " event.mail_registrations mr WHERE mr.scheduler_id = o.scheduler_id"
+            " AND mr.registration_id = o.registration_id AND mr.mail_sent)"
+        )
+    assert (row["rows"], row["pairs"], orphans, unreceipted) == (n, n, 0, 0)
+
+
+async def test_the_lifespan_loop_wakes_on_notify(settings: Settings, api: Api, admin):
+    ev = (await admin.post("/admin/events", json=event_body())).json()
+    tpl = await template(admin)
+    await scheduler(
+        admin, ev["id"], tpl, interval_kind="after_sub", interval_unit="now", interval_nbr=0
+    )
+    looping = dataclasses.replace(settings, scheduler_enabled=True, scheduler_floor_s=3600)
+    app = create_app(looping)
+    async with app.router.lifespan_context(app):
+        loop = app.state.events.extras["scheduler"]
+        await asyncio.wait_for(_until(lambda: loop.passes >= 1), 10)
+        transport = httpx.ASGITransport(app=app)
+        headers = await api.token("*")
+        async with httpx.AsyncClient(transport=transport, base_url=BASE, headers=headers) as c:
+            r = await c.post(
+                "/admin/registrations",
+                json={"event_id": ev["id"], "name": "Ann", "email": "ann@example.org"},
+            )
+            assert r.status_code == 201
+        # the floor is an hour away: only the NOTIFY of the arm can wake the loop now
+        await asyncio.wait_for(_until_outbox(api, 1), 10)
+    assert loop.failures == 0
+
+
+async def _until(check) -> None:  # type: ignore[no-untyped-def]
+    while not check():
+        await asyncio.sleep(0.05)
+
+
+async def _until_outbox(api: Api, n: int) -> None:
+    while len(await outbox(api)) < n:
+        await asyncio.sleep(0.05)
+
+
+async def test_two_loops_racing_queue_each_mail_exactly_once(settings: Settings, api: Api, admin):
+    ev = (await admin.post("/admin/events", json=event_body(seats_max=0))).json()
+    await seed(api, ev["id"], 300)
+    await scheduler(admin, ev["id"], await template(admin))
+    assert settings.database_url
+    other = await create_pool(settings.database_url, settings)
+    try:
+        results = await asyncio.gather(
+            run(api, BEGIN, batch=10),
+            run(Api(api.app, other), BEGIN, batch=10, p=ports(other)),
+        )
+    finally:
+        await other.close()
+    assert sum(r.sent for r in results) == 300
+    await exactly_once(api, 300)
+
+
+async def test_a_killed_pass_leaves_no_half_batch_and_the_next_finishes(db_url, api: Api, admin):
+    ev = await admin.post(
+        "/admin/events",
+        json=event_body(
+            seats_max=0, date_begin="2026-01-01T00:00:00Z", date_end="2099-01-01T00:00:00Z"
+        ),
+    )
+    event_id = ev.json()["id"]
+    await seed(api, event_id, 4000)
+    await scheduler(
+        admin,
+        event_id,
+        await template(admin),
+        interval_kind="after_event_start",
+        interval_unit="now",
+        interval_nbr=0,
+    )
+    env = {
+        **os.environ,
+        "EVENTS_DATABASE_URL": db_url,
+        "EVENT_MAIL_BATCH": "20",
+        "EVENT_MAIL_CRON_LIMIT": "100000",
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "events_svc", "scheduler", "run-once"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(await outbox(api)) < 100:
+        await asyncio.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+    done_before = len(await outbox(api))
+    assert 0 < done_before < 4000  # killed in the middle of the pass
+    await exactly_once(api, done_before)  # no receipt without its mail, nor the reverse
+    summary = await run(api, datetime.now(UTC), cap=100_000)
+    assert summary.sent == 4000 - done_before
+    await exactly_once(api, 4000)
+
+
+async def test_the_done_sweep_marks_ended_events(api: Api, admin):
+    past = (
+        await admin.post(
+            "/admin/events",
+            json=event_body(date_begin="2020-01-01T00:00:00Z", date_end="2020-01-02T00:00:00Z"),
+        )
+    ).json()
+    future = (await admin.post("/admin/events", json=event_body())).json()
+    now = datetime.now(UTC)
+    assert await sweep_done_events(api.pool, now) == 0  # no pipe_end stage: nothing to do
+    end = (await admin.post("/admin/stages", json={"name": "Ended", "pipe_end": True})).json()
+    assert await sweep_done_events(api.pool, now, batch=1) == 1
+    assert (await admin.get(f"/admin/events/{past['id']}")).json()["stage_id"] == end["id"]
+    assert (await admin.get(f"/admin/events/{future['id']}")).json()["stage_id"] != end["id"]
+    assert await sweep_done_events(api.pool, now + timedelta(days=1)) == 0
+    async with api.pool.acquire() as conn:
+        actor = await conn.fetchval(
+            "SELECT actor_id FROM event.event_audit_log WHERE verb = 'event_marked_done'"
+        )
+    assert actor == "system"
+
+
+async def test_routes_templates_runs_and_outbox(api: Api, admin: httpx.AsyncClient):
+    ev = (await admin.post("/admin/events", json=event_body())).json()
+    tpl = await template(admin)
+    r = await admin.post(
+        "/admin/registrations", json={"event_id": ev["id"], "name": "Bo", "email": "bo@example.org"}
+    )
+    assert r.status_code == 201
+    m = await scheduler(admin, ev["id"], tpl, interval_nbr=2)
+    r = await admin.patch(f"/admin/mails/{m['id']}", json={"interval_nbr": 3})
+    assert r.json()["scheduled_date"].startswith("2027-05-07T09:00")
+    listed = (await admin.get("/admin/mails", params={"event_id": ev["id"]})).json()["items"]
+    assert [x["id"] for x in listed] == [m["id"]] and listed[0]["count_pending"] == 1
+    assert (await admin.post("/admin/schedulers/run")).json()["sent"] == 0  # not due
+    ran = (await admin.post(f"/admin/mails/{m['id']}/run")).json()  # now, even before due
+    assert ran["summary"]["sent"] == 1 and ran["mail"]["mail_state"] == "sent"
+    box = (await admin.get("/admin/outbox", params={"event_id": ev["id"]})).json()["items"]
+    assert [b["recipient"] for b in box] == ["b***@example.org"]
+    reader = await api.token("event:read")
+    r = await api.client.get(
+        "/admin/outbox", params={"event_id": ev["id"], "pii": "full"}, headers=reader
+    )
+    assert r.status_code == 403
+    full = await admin.get("/admin/outbox", params={"event_id": ev["id"], "pii": "full"})
+    assert full.json()["items"][0]["recipient"] == "bo@example.org"
+    r = await api.client.post("/admin/templates", json={"name": "x", "body": "y"}, headers=reader)
+    assert r.status_code == 403 and r.json()["error"]["scope"] == "template:write"
+    assert (await admin.get(f"/admin/templates/{tpl}")).json()["body"].startswith("Hello")
+    assert len((await admin.get("/admin/templates")).json()["items"]) == 1
+    gone = (await admin.delete(f"/admin/templates/{tpl}")).json()
+    assert gone == {"mails_deleted": 1, "type_lines_deleted": 0}
+    assert (await admin.get(f"/admin/mails/{m['id']}")).status_code == 404
+    r = await admin.post(
+        "/admin/mails",
+        json={"event_id": ev["id"], "template_ref": tpl, "interval_unit": "fortnights"},
+    )
+    assert r.status_code == 422
+
+
+async def test_scheduler_run_once_cli(db_url: str, api: Api, admin: httpx.AsyncClient):
+    ev = (
+        await admin.post(
+            "/admin/events",
+            json=event_body(date_begin="2026-01-01T00:00:00Z", date_end="2099-01-01T00:00:00Z"),
+        )
+    ).json()
+    await seed(api, ev["id"], 3)
+    await scheduler(
+        admin,
+        ev["id"],
+        await template(admin),
+        interval_kind="after_event_start",
+        interval_unit="now",
+        interval_nbr=0,
+    )
+    env = {**os.environ, "EVENTS_DATABASE_URL": db_url}
+    out = subprocess.run(
+        [sys.executable, "-m", "events_svc", "scheduler", "run-once", "--sweep"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["sent"] == 3 and result["events_marked_done"] == 0
+    async with api.pool.acquire() as conn:
+        assert await conn.fetchval("SELECT count(*) FROM event.outbox_messages") == 3
