@@ -1,6 +1,6 @@
 """The hot-event registration benchmark (`make bench`).
 
-In ONE run on one PostgreSQL, for a hot limited event (seats far above the load) with
+Part 1. In ONE run on one PostgreSQL, for a hot limited event (seats far above the load) with
 0, 10 000 and 100 000 existing registrations, it measures:
   (a) the raw-SQL ceiling: BEGIN; lock the event row; count; insert; COMMIT, from asyncpg;
   (b) the register verb called in-process;
@@ -10,6 +10,11 @@ each with 1, 8 and 32 concurrent workers, and prints registrations/second, p50/p
 latency and the ratios b/a and c/a as a Markdown table. Every cell gets a fresh event
 seeded with the existing rows, then VACUUM ANALYZE (a plan cached on an empty table
 would be a sequential scan).
+
+Part 2. One before_event reminder to 100 000 eligible attendees, run to completion by
+the pass loop (standalone template store and outbox, default batch 50 and cap 1000),
+against a raw-SQL ceiling measured in the same run: the same receipts and outbox rows
+written set-based (`INSERT ... SELECT`) in one transaction.
 
 Database: EVENTS_BENCH_ADMIN_URL (a superuser URL) or a fresh embedded PostgreSQL.
 """
@@ -39,10 +44,12 @@ import httpx
 
 from events_svc import migrate
 from events_svc.actors import SYSTEM
+from events_svc.adapters.standalone import standalone_ports
 from events_svc.db import create_pool
 from events_svc.embedded import scratch_server
 from events_svc.models import AttendeeInput
 from events_svc.settings import Settings
+from events_svc.verbs.mail_pass import PassOptions, run_mail_pass
 from events_svc.verbs.register import register
 from events_svc.verbs.tokens import create_token
 
@@ -241,6 +248,107 @@ async def run(
     return rows
 
 
+# --- the reminder: one before_event mail to 100 000 attendees --------------------------------
+
+REMINDER_EVENT = """
+INSERT INTO event.events (name, date_begin, date_end) VALUES
+    ('Reminder event', now() + interval '10 days', now() + interval '11 days') RETURNING id
+"""
+REMINDER_SEED = """
+INSERT INTO event.registrations (event_id, barcode, name, email, date_open)
+SELECT $1, ($2::bigint * 1000000 + g)::text, 'Guest ' || g, 'guest' || g || '@example.org', now()
+FROM generate_series(1, $3) g
+"""
+REMINDER_TEMPLATE = """
+INSERT INTO event.message_templates (kind, name, subject, body)
+VALUES ('mail', 'Reminder', 'See you at {{ event.name }}',
+        'Hello {{ registration.name }}, {{ event.name }} starts {{ event.date_begin }}.')
+RETURNING id
+"""
+REMINDER_MAIL = """
+INSERT INTO event.mails (event_id, interval_nbr, interval_unit, interval_kind, template_ref,
+    scheduled_date) VALUES ($1, 30, 'days', 'before_event', $2, now() - interval '1 minute')
+RETURNING id
+"""
+# the ceiling: the same receipts and outbox rows, set-based, in one transaction
+RAW_RECEIPTS = """
+INSERT INTO event.mail_registrations (scheduler_id, registration_id, scheduled_date, mail_sent,
+    outcome, sent_at)
+SELECT $1, r.id, now(), true, 'sent', now() FROM event.registrations r
+WHERE r.event_id = $2 AND r.state IN ('open', 'done') AND r.active
+"""
+RAW_OUTBOX = """
+INSERT INTO event.outbox_messages (channel, recipient, sender, subject, body, event_id,
+    registration_id, scheduler_id)
+SELECT 'mail', r.email, 'events@localhost', 'See you at Reminder event',
+    'Hello ' || r.name || ', Reminder event starts soon.', r.event_id, r.id, $1
+FROM event.registrations r
+WHERE r.event_id = $2 AND r.state IN ('open', 'done') AND r.active
+"""
+
+
+async def reminder_event(conn: asyncpg.Connection, n: int, seq: int) -> tuple[UUID, UUID]:
+    event_id: UUID = await conn.fetchval(REMINDER_EVENT)
+    await conn.execute(REMINDER_SEED, event_id, seq, n)
+    template_id = await conn.fetchval(REMINDER_TEMPLATE)
+    mail_id: UUID = await conn.fetchval(REMINDER_MAIL, event_id, template_id)
+    await conn.execute("VACUUM ANALYZE event.registrations")
+    return event_id, mail_id
+
+
+async def reminder(url: str, n: int) -> str:
+    """Queue one reminder to n attendees with the pass loop, against a set-based ceiling."""
+    conn = await asyncpg.connect(url)
+    event_a, mail_a = await reminder_event(conn, n, 900)
+    t0 = time.perf_counter()
+    async with conn.transaction():
+        await conn.execute(RAW_RECEIPTS, mail_a, event_a)
+        await conn.execute(RAW_OUTBOX, mail_a, event_a)
+    raw = time.perf_counter() - t0
+    _, mail_b = await reminder_event(conn, n, 901)
+    await conn.close()
+    settings = Settings(database_url=url, pool_min=2, pool_max=4)
+    pool = await create_pool(url, settings)
+    ports = standalone_ports()
+    options = PassOptions(batch=settings.mail_batch, cap=settings.mail_cron_limit,
+                          default_sender=settings.mail_sender)  # fmt: skip
+    t0 = time.perf_counter()
+    sent = passes = 0
+    while True:
+        summary = await run_mail_pass(pool, ports, options, datetime.now(UTC), mail_id=mail_b)
+        sent += summary.sent
+        passes += 1
+        if not summary.more:
+            break
+    took = time.perf_counter() - t0
+    await pool.close()
+    return (
+        f"| {n:,} | {raw:.2f} | {n / raw:,.0f} | {took:.2f} | {sent / took:,.0f} "
+        f"| {(sent / took) / (n / raw):.0%} | {passes} | {sent:,} |"
+    )
+
+
+REMINDER_HEADER = (
+    "| attendees | raw s | raw mails/s | pass loop s | pass mails/s | ratio | passes | queued |\n"
+    "|---:|---:|---:|---:|---:|---:|---:|---:|"
+)
+
+
+async def reminder_run(admin_url: str, n: int) -> str:
+    admin = await asyncpg.connect(admin_url)
+    await admin.execute(f'DROP DATABASE IF EXISTS "{DB}" WITH (FORCE)')
+    await admin.execute(f'CREATE DATABASE "{DB}"')
+    url = _with_db(admin_url, DB)
+    conn = await asyncpg.connect(url)
+    await migrate.apply(conn, migrate.default_dir())
+    await conn.close()
+    try:
+        return await reminder(url, n)
+    finally:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{DB}" WITH (FORCE)')
+        await admin.close()
+
+
 def _row(size: int, workers: int, cells: dict[str, Cell]) -> str:
     a, b, c = cells["raw"], cells["verb"], cells["http"]
     return (
@@ -263,6 +371,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=3.0, help="duration of each cell")
     parser.add_argument("--sizes", default="0,10000,100000")
     parser.add_argument("--concurrency", default="1,8,32")
+    parser.add_argument("--reminder", type=int, default=100_000,
+                        help="attendees of the reminder benchmark (0 skips it)")  # fmt: skip
     args = parser.parse_args()
     sizes = [int(x) for x in args.sizes.split(",")]
     concurrency = [int(x) for x in args.concurrency.split(",")]
@@ -278,8 +388,13 @@ def main() -> None:
     print(HEADER, flush=True)
     with admin_server() as admin_url:
         rows = asyncio.run(run(admin_url, sizes, concurrency, args.seconds))
-    print("\n" + HEADER)
-    print("\n".join(rows))
+        print("\n" + HEADER)
+        print("\n".join(rows))
+        if args.reminder:
+            line = asyncio.run(reminder_run(admin_url, args.reminder))
+            print("\nOne before_event reminder, standalone adapters, default batch and cap:")
+            print(REMINDER_HEADER)
+            print(line)
 
 
 if __name__ == "__main__":

@@ -155,7 +155,7 @@ def cmd_scheduler(settings: Settings, args: argparse.Namespace) -> int:
     """`scheduler run-once`: one mail pass now (and the done sweep with --sweep)."""
 
     async def once(pool: Any) -> dict[str, Any]:
-        ports = standalone_ports(lambda: pool)
+        ports = standalone_ports()
         now = _now()
         summary = await run_mail_pass(pool, ports, pass_options(settings), now)
         result = summary.as_dict()

@@ -206,7 +206,7 @@ def create_app(
     )
     # No ports given: the standalone composition (template store, outbox queue). A host
     # passes its own Ports; `Ports()` alone is the refusing defaults, loud on every send.
-    ctx.ports = ports if ports is not None else standalone_ports(ctx.db)
+    ctx.ports = ports if ports is not None else standalone_ports()
     app.state.events = ctx
     install_error_handlers(app)
     app.add_middleware(_ProtectHeaders)

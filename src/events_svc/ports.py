@@ -90,8 +90,11 @@ class OutgoingMessage:
 
 
 class TemplateRenderer(Protocol):
-    async def render(self, request: RenderRequest) -> Rendered:
-        """Render subject and body, or raise MailRefused (template_unresolved, render_failed)."""
+    async def render(self, conn: Any, request: RenderRequest) -> Rendered:
+        """Render subject and body, or raise MailRefused (template_unresolved, render_failed).
+
+        `conn` is the scheduler's open transaction (the standalone store reads through it:
+        the pass never needs a second connection)."""
         ...
 
 
@@ -101,11 +104,15 @@ class MailQueue(Protocol):
         outbox writes in it, so a receipt and its queued mail commit together)."""
         ...
 
+    async def flush(self, conn: Any) -> None:
+        """Called once per batch, before its receipts are written, in the same transaction."""
+        ...
+
 
 class RefusingTemplateRenderer:
     """The default when no renderer is composed: every send fails visibly."""
 
-    async def render(self, request: RenderRequest) -> Rendered:
+    async def render(self, conn: Any, request: RenderRequest) -> Rendered:
         raise MailRefused("template_renderer_not_composed", "no template renderer is composed")
 
 
@@ -114,6 +121,9 @@ class RefusingMailQueue:
 
     async def enqueue(self, conn: Any, message: OutgoingMessage) -> None:
         raise MailRefused("enqueue_refused", "no mail queue is composed")
+
+    async def flush(self, conn: Any) -> None:
+        return None
 
 
 @dataclass(frozen=True)

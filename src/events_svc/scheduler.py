@@ -7,7 +7,8 @@ the done sweep. Any number of instances may run it: every claim is
 `FOR UPDATE SKIP LOCKED`. A failing pass is logged and counted; the loop goes
 on. Stopping lets the batch in hand finish and commit.
 
-The loop holds one pooled connection for LISTEN (released with UNLISTEN).
+LISTEN runs on a connection of its own (outside the pool) when the database URL is
+known; a host that hands in only a pool lends one pooled connection to it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import logging
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
+
+import asyncpg
 
 from events_svc.db import Pool
 from events_svc.ports import Ports
@@ -90,8 +93,28 @@ class SchedulerLoop:
         return max(0.0, min(floor, until_due, until_sweep))
 
     async def _run(self) -> None:
+        """Serve until stopped; a lost database (no LISTEN connection) is retried."""
+        while not self.stopping.is_set():
+            try:
+                await self._serve()
+            except Exception:
+                self.failures += 1
+                log.exception("scheduler loop lost its database connection; retrying")
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.stopping.wait(), timeout=5)
+
+    async def _listener(self, stack: contextlib.AsyncExitStack) -> Any:
+        """A connection for LISTEN: its own when the URL is known, else one from the pool."""
+        url = self.settings.database_url
+        if url:
+            conn = await asyncpg.connect(url, timeout=self.settings.connect_timeout_s)
+            stack.push_async_callback(conn.close)
+            return conn
+        return await stack.enter_async_context(self.pool().acquire())
+
+    async def _serve(self) -> None:
         async with contextlib.AsyncExitStack() as stack:
-            listener = await stack.enter_async_context(self.pool().acquire())
+            listener = await self._listener(stack)
             await listener.add_listener(CHANNEL, self._notified)
             stack.push_async_callback(listener.remove_listener, CHANNEL, self._notified)
             while not self.stopping.is_set():

@@ -23,7 +23,7 @@ END = datetime(2027, 5, 12, 18, 0, tzinfo=UTC)
 
 
 def ports(pool: asyncpg.Pool) -> Ports:
-    return Ports(template_renderer=StoreRenderer(lambda: pool), mail_queue=OutboxQueue())
+    return Ports(template_renderer=StoreRenderer(), mail_queue=OutboxQueue())
 
 
 async def run(api: Api, now: datetime, *, batch: int = 50, cap: int = 1000,
@@ -232,7 +232,7 @@ async def test_failures_are_typed_recorded_and_cleared(api: Api, admin):
     assert (await mail(admin, unresolved["id"]))["error_kind"] == "template_unresolved"
     s = await run(api, BEGIN, p=Ports())  # nothing composed: refusing defaults
     assert s.failures == {"template_renderer_not_composed": 1}
-    s = await run(api, BEGIN, p=Ports(template_renderer=StoreRenderer(lambda: api.pool)))
+    s = await run(api, BEGIN, p=Ports(template_renderer=StoreRenderer()))
     assert s.failures == {"template_unresolved": 1}
 
 
@@ -252,7 +252,7 @@ async def test_queue_refusal_keeps_the_work_pending(api: Api, admin):
     ev = (await admin.post("/admin/events", json=event_body())).json()
     await people(admin, ev["id"], 2)
     m = await scheduler(admin, ev["id"], await template(admin))
-    refusing = Ports(template_renderer=StoreRenderer(lambda: api.pool))
+    refusing = Ports(template_renderer=StoreRenderer())
     s = await run(api, BEGIN, p=refusing)
     assert s.failures == {"enqueue_refused": 1} and s.sent == 0
     assert (await mail(admin, m["id"]))["count_pending"] == 2

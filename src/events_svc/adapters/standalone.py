@@ -8,14 +8,13 @@ transaction, so a receipt and its queued message commit (or vanish) together.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import time
 from typing import Any
 from uuid import UUID
 
 import jinja2
 from jinja2.sandbox import SandboxedEnvironment
 
-from events_svc.db import Pool, connection
 from events_svc.ports import MailRefused, OutgoingMessage, Ports, Rendered, RenderRequest
 
 _TEMPLATE = """
@@ -24,30 +23,43 @@ SELECT subject, body FROM event.message_templates WHERE id = $1 AND kind = $2::e
 _OUTBOX = """
 INSERT INTO event.outbox_messages (channel, recipient, sender, subject, body, event_id,
     registration_id, scheduler_id)
-VALUES ($1::event.notification_channel, $2, $3, $4, $5, $6, $7, $8)
+SELECT * FROM unnest($1::event.notification_channel[], $2::text[], $3::text[], $4::text[],
+    $5::text[], $6::uuid[], $7::uuid[], $8::uuid[])
 """
+_CACHE_SECONDS = 5.0  # an edited template is used by passes at most this much later
 
 
 class StoreRenderer:
     """Renders rows of event.message_templates (kind mail|sms)."""
 
-    def __init__(self, pool: Callable[[], Pool]) -> None:
-        self.pool = pool  # the pool exists only once the app has started
+    def __init__(self) -> None:
         self.env = SandboxedEnvironment(undefined=jinja2.StrictUndefined, autoescape=False)
+        # compiled (subject, body) per template, kept briefly: a pass renders one template
+        # for many recipients, and must not query and compile it for each of them
+        self._cache: dict[tuple[UUID, str], tuple[float, jinja2.Template, jinja2.Template]] = {}
 
-    async def _load(self, ref: UUID, kind: str) -> tuple[str, str]:
-        async with connection(self.pool()) as conn:
-            row = await conn.fetchrow(_TEMPLATE, ref, kind)
+    async def _load(
+        self, conn: Any, ref: UUID, kind: str
+    ) -> tuple[jinja2.Template, jinja2.Template]:
+        hit = self._cache.get((ref, kind))
+        if hit is not None and time.monotonic() - hit[0] < _CACHE_SECONDS:
+            return hit[1], hit[2]
+        row = await conn.fetchrow(_TEMPLATE, ref, kind)
         if row is None:
+            self._cache.pop((ref, kind), None)
             raise MailRefused("template_unresolved", f"no {kind} template {ref}")
-        return str(row["subject"]), str(row["body"])
+        try:
+            compiled = (self.env.from_string(row["subject"]), self.env.from_string(row["body"]))
+        except jinja2.TemplateError as exc:
+            raise MailRefused("render_failed", f"{type(exc).__name__}: {exc}") from None
+        self._cache[(ref, kind)] = (time.monotonic(), *compiled)
+        return compiled
 
-    async def render(self, request: RenderRequest) -> Rendered:
-        subject, body = await self._load(request.template_ref, request.template_kind)
+    async def render(self, conn: Any, request: RenderRequest) -> Rendered:
+        subject, body = await self._load(conn, request.template_ref, request.template_kind)
         try:
             return Rendered(
-                subject=self.env.from_string(subject).render(request.context),
-                body=self.env.from_string(body).render(request.context),
+                subject=subject.render(request.context), body=body.render(request.context)
             )
         except jinja2.TemplateError as exc:
             # the template's own text and the error type are safe; the context is not shown
@@ -55,20 +67,32 @@ class StoreRenderer:
 
 
 class OutboxQueue:
-    """Queues into event.outbox_messages inside the caller's transaction."""
+    """Queues into event.outbox_messages inside the caller's transaction.
+
+    Messages of a batch are held per transaction and written by `flush` in one
+    statement, before the batch's receipts, in the same transaction.
+    """
+
+    def __init__(self) -> None:
+        self._held: dict[int, list[OutgoingMessage]] = {}
 
     async def enqueue(self, conn: Any, message: OutgoingMessage) -> None:
-        await conn.execute(
-            _OUTBOX, message.channel, message.recipient, message.sender, message.subject,
-            message.body, message.event_id, message.registration_id, message.scheduler_id,
-        )  # fmt: skip
+        self._held.setdefault(id(conn), []).append(message)
+
+    async def flush(self, conn: Any) -> None:
+        held = self._held.pop(id(conn), [])
+        if held:
+            rows = [(m.channel, m.recipient, m.sender, m.subject, m.body, m.event_id,
+                     m.registration_id, m.scheduler_id) for m in held]  # fmt: skip
+            columns = zip(*rows, strict=True)
+            await conn.execute(_OUTBOX, *(list(c) for c in columns))
 
 
-def standalone_ports(pool: Callable[[], Pool], base: Ports | None = None) -> Ports:
+def standalone_ports(base: Ports | None = None) -> Ports:
     """The standalone composition: store renderer and outbox queue (partner directory kept)."""
     keep = base or Ports()
     return Ports(
         partner_directory=keep.partner_directory,
-        template_renderer=StoreRenderer(pool),
+        template_renderer=StoreRenderer(),
         mail_queue=OutboxQueue(),
     )

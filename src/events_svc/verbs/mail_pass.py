@@ -17,6 +17,7 @@ Failures are typed, recorded on the row, logged once, and never stop the pass.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 from collections.abc import Callable
@@ -40,6 +41,7 @@ log = logging.getLogger("events_svc.scheduler")
 
 _ELIGIBLE = "r.state IN ('open', 'done') AND r.active"
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+_MATERIALIZE_CHUNK = 10_000
 _REGISTRATION_FIELDS = ("name", "email", "phone", "company_name", "barcode", "state")
 _SCHEDULER_FAILURES = {"template_unresolved", "template_renderer_not_composed", "render_failed",
                        "enqueue_refused"}  # fmt: skip
@@ -47,6 +49,7 @@ _SCHEDULER_FAILURES = {"template_unresolved", "template_renderer_not_composed", 
 # Due rows on live events: active, not cancelled; after_sub dies with the event's end.
 _CLAIM = """
 SELECT m.id, m.event_id, m.interval_kind::text AS kind, m.interval_unit::text AS unit,
+    m.last_registration_id, m.error_kind::text AS error_kind,
     m.interval_nbr, m.template_ref, m.template_kind::text AS template_kind,
     m.notification_channel::text AS channel, m.scheduled_date,
     e.name AS event_name, e.date_begin, e.date_end, e.date_tz, e.location, e.event_url,
@@ -108,18 +111,22 @@ SELECT EXISTS (SELECT 1 FROM event.registrations r
       AND NOT EXISTS (SELECT 1 FROM event.mail_registrations x
                       WHERE x.scheduler_id = $1 AND x.registration_id = r.id))
 """  # noqa: S608 - constant text only
-# event-based and slot engines: eligible attendees (of the slot) with no receipt yet
+# event-based and slot engines: eligible attendees (of the slot) with no receipt yet, walked
+# in id order from the cursor (registrations_event_list_idx), so a batch costs its own rows
 _UNSENT = f"""
 SELECT {_RECIPIENT_COLS}
 FROM event.registrations r
 LEFT JOIN event.tickets t ON t.id = r.event_ticket_id
 LEFT JOIN event.slots s ON s.id = r.event_slot_id
 WHERE r.event_id = $2 AND {_ELIGIBLE} AND ($3::uuid IS NULL OR r.event_slot_id = $3)
+  AND r.id > $6  -- the cursor: an index range, not a rescan of what was sent
   AND NOT EXISTS (SELECT 1 FROM event.mail_registrations x
-                  WHERE x.scheduler_id = $1 AND x.registration_id = r.id)
+                  WHERE x.scheduler_id = $1 AND x.registration_id = r.id
+                    AND x.registration_id > $6)  -- lets the receipt scan start at the cursor
   AND NOT (r.id = ANY($4::uuid[]))
 ORDER BY r.id LIMIT $5
 """  # noqa: S608 - constant text only
+_NO_CURSOR = UUID(int=0)
 _RECEIPTS_SENT = """
 INSERT INTO event.mail_registrations (scheduler_id, registration_id, scheduled_date, mail_sent,
     outcome, sent_at)
@@ -134,9 +141,9 @@ WHERE r.event_id = $2 AND {_ELIGIBLE} AND ($3::uuid IS NULL OR r.event_slot_id =
                   WHERE x.scheduler_id = $1 AND x.registration_id = r.id)
 ON CONFLICT ON CONSTRAINT mail_registrations_scheduler_registration_key DO NOTHING
 """  # noqa: S608 - constant text only
-_CURSOR = "UPDATE event.mails SET last_registration_id = $2 WHERE id = $1"
+_CHILD_CURSOR = "UPDATE event.mail_slots SET last_registration_id = $2 WHERE id = $1"
 _DUE_CHILD = """
-SELECT c.id, c.slot_id, c.scheduled_date, s.date_begin, s.date_end
+SELECT c.id, c.slot_id, c.scheduled_date, c.last_registration_id, s.date_begin, s.date_end
 FROM event.mail_slots c JOIN event.slots s ON s.id = c.slot_id
 WHERE c.scheduler_id = $1 AND NOT c.mail_done AND ($2::boolean OR c.scheduled_date <= $3)
 ORDER BY c.scheduled_date, c.id LIMIT 1
@@ -152,7 +159,9 @@ FROM event.mail_slots WHERE scheduler_id = $1
 """
 _SET_STATE = """
 UPDATE event.mails SET mail_done = $2, scheduled_date = coalesce($3, scheduled_date),
-    updated_at = $4 WHERE id = $1
+    last_registration_id = CASE WHEN $5 THEN $6::uuid ELSE last_registration_id END,
+    updated_at = $4
+WHERE id = $1
 """
 _SET_ERROR = """
 UPDATE event.mails SET error_kind = $2::event.mail_error_kind, error_datetime = $3 WHERE id = $1
@@ -240,6 +249,19 @@ class _Work:
 
     async def send(self, recipients: list[dict[str, Any]]) -> list[UUID]:
         """Render and queue each; answers the ids queued (failures recorded on the batch)."""
+        try:
+            queued = await self._queue_each(recipients)
+        except BaseException:
+            # drop what the queue holds for this transaction: it is rolling back
+            with contextlib.suppress(Exception):
+                await self.ports.mail_queue.flush(self.conn)
+            raise
+        if queued:
+            await self.ports.mail_queue.flush(self.conn)  # before the receipts, same transaction
+        self.batch.sent += len(queued)
+        return queued
+
+    async def _queue_each(self, recipients: list[dict[str, Any]]) -> list[UUID]:
         queued: list[UUID] = []
         m = self.m
         for r in recipients:
@@ -249,7 +271,8 @@ class _Work:
                 continue
             try:
                 rendered = await self.ports.template_renderer.render(
-                    RenderRequest(m["template_ref"], m["template_kind"], self._context(r))
+                    self.conn,
+                    RenderRequest(m["template_ref"], m["template_kind"], self._context(r)),
                 )
                 await self.ports.mail_queue.enqueue(self.conn, OutgoingMessage(
                     channel=m["channel"], recipient=to, sender=self.sender,
@@ -261,14 +284,17 @@ class _Work:
                 self.batch.failure = kind
                 break
             queued.append(r["id"])
-        self.batch.sent += len(queued)
         return queued
 
-    async def attendee_engine(self, size: int) -> None:
+    async def attendee_engine(self, size: int, materialize: bool) -> bool:
+        """One batch of after_sub sends; answers whether receipts may still be missing."""
         m, conn = self.m, self.conn
-        self.batch.pruned = int((await conn.execute(_PRUNE, m["id"])).split()[-1])
-        await conn.execute(_MATERIALIZE, m["id"], m["event_id"], m["unit"], m["interval_nbr"],
-                           max(size * 4, 200))  # fmt: skip
+        more_to_materialize = False
+        if materialize:  # once per pass and scheduler (set-based, chunked)
+            self.batch.pruned = int((await conn.execute(_PRUNE, m["id"])).split()[-1])
+            made = await conn.execute(_MATERIALIZE, m["id"], m["event_id"], m["unit"],
+                                      m["interval_nbr"], _MATERIALIZE_CHUNK)  # fmt: skip
+            more_to_materialize = int(made.split()[-1]) == _MATERIALIZE_CHUNK
         due = [dict(r) for r in await conn.fetch(
             _DUE_RECEIPTS, m["id"], self.force, self.now, self.excluded, size)]  # fmt: skip
         receipts = {r["id"]: r["receipt_id"] for r in due}
@@ -276,29 +302,49 @@ class _Work:
         if queued:
             await conn.execute(_MARK_SENT, [receipts[i] for i in queued], self.now)
         nxt = await conn.fetchval(_AFTER_SUB_NEXT, m["id"])
-        lacking = await conn.fetchval(_LACKING, m["id"], m["event_id"], None)
+        lacking = more_to_materialize or (
+            nxt is None and await conn.fetchval(_LACKING, m["id"], m["event_id"], None)
+        )
         done = self.batch.done = nxt is None and not lacking
-        await conn.execute(_SET_STATE, m["id"], done, self.now if lacking else nxt, self.now)
-        self.batch.finished = done or len(due) < size or (nxt is not None and nxt > self.now)
+        await conn.execute(_SET_STATE, m["id"], done, self.now if lacking else nxt, self.now,
+                           False, None)  # fmt: skip
+        self.batch.finished = not lacking and (
+            done or len(due) < size or (nxt is not None and nxt > self.now)
+        )
+        return bool(more_to_materialize)
 
-    async def walk(self, size: int, slot_id: UUID | None, window_end: datetime) -> bool:
-        """Send the next batch of one event (or slot) walk; answers whether it is complete."""
+    async def walk(self, size: int, slot_id: UUID | None, window_end: datetime,
+                   cursor: UUID | None) -> tuple[bool, UUID | None]:  # fmt: skip
+        """Send the next batch of one event (or slot) walk: (complete, the new cursor).
+
+        The walk goes forward from the cursor; at the end it wraps once to the start, so
+        attendees who registered behind the cursor (late registrants) are reached too.
+        """
         m, conn = self.m, self.conn
         if m["kind"] == "before_event" and window_end <= self.now:
             dropped = await conn.execute(_DROP, m["id"], m["event_id"], slot_id, self.now)
             self.batch.dropped += int(dropped.split()[-1])
-            return True
-        rows = [dict(r) for r in await conn.fetch(
-            _UNSENT, m["id"], m["event_id"], slot_id, self.excluded, size)]  # fmt: skip
+            return True, cursor
+        args = (m["id"], m["event_id"], slot_id)
+        start = cursor or _NO_CURSOR
+        rows = [dict(r) for r in await conn.fetch(_UNSENT, *args, self.excluded, size, start)]
+        new_cursor = rows[-1]["id"] if rows else cursor
+        if len(rows) < size and cursor is not None:  # the end: wrap to the start once
+            skip = [*self.excluded, *(r["id"] for r in rows)]
+            rows += [dict(r) for r in await conn.fetch(_UNSENT, *args, skip, size - len(rows),
+                                                       _NO_CURSOR)]  # fmt: skip
+            new_cursor = None
         queued = await self.send(rows)
         if queued:
             await conn.execute(_RECEIPTS_SENT, m["id"], queued, m["scheduled_date"], self.now)
-            await conn.execute(_CURSOR, m["id"], max(queued))
-        return not await conn.fetchval(_LACKING, m["id"], m["event_id"], slot_id)
+        complete = len(rows) < size and not self.batch.bad_recipients and not self.excluded
+        return complete and self.batch.failure is None, new_cursor
 
     async def event_engine(self, size: int) -> None:
-        done = self.batch.done = await self.walk(size, None, self.m["date_end"])
-        await self.conn.execute(_SET_STATE, self.m["id"], done, None, self.now)
+        m = self.m
+        done, cursor = await self.walk(size, None, m["date_end"], m["last_registration_id"])
+        self.batch.done = done
+        await self.conn.execute(_SET_STATE, m["id"], done, None, self.now, True, cursor)
         self.batch.finished = True if done else self.batch.sent == 0
 
     async def slot_engine(self, size: int) -> None:
@@ -306,11 +352,13 @@ class _Work:
         await materialize_slot_children(conn, m["event_id"])
         child = await conn.fetchrow(_DUE_CHILD, m["id"], self.force, self.now)
         if child is not None:
-            done = await self.walk(size, child["slot_id"], child["date_end"])
+            done, cursor = await self.walk(size, child["slot_id"], child["date_end"],
+                                           child["last_registration_id"])  # fmt: skip
             await conn.execute(_CHILD_DONE, child["id"], done, None)
+            await conn.execute(_CHILD_CURSOR, child["id"], cursor)
         nxt, open_children = must(await conn.fetchrow(_CHILDREN_NEXT, m["id"])).values()
         self.batch.done = open_children == 0
-        await conn.execute(_SET_STATE, m["id"], self.batch.done, nxt, self.now)
+        await conn.execute(_SET_STATE, m["id"], self.batch.done, nxt, self.now, False, None)
         self.batch.finished = child is None or (self.batch.sent == 0 and not self.batch.dropped)
 
 
@@ -347,6 +395,7 @@ async def run_mail_pass(
     excluded: dict[UUID, list[UUID]] = {}
     budget = options.cap
     seen: set[UUID] = set()
+    materialize: dict[UUID, bool] = {}  # after_sub rows still to materialise in this pass
     while not stopping():
         if budget <= 0:
             summary.more = True
@@ -360,7 +409,9 @@ async def run_mail_pass(
             work = _Work(conn, m, ports, sender, now, force, excluded.setdefault(m["id"], []))
             size = min(options.batch, budget)
             if m["kind"] == "after_sub":
-                await work.attendee_engine(size)
+                materialize[m["id"]] = await work.attendee_engine(
+                    size, materialize.get(m["id"], True)
+                )
             elif m["is_multi_slots"]:
                 await work.slot_engine(size)
             else:
@@ -369,7 +420,7 @@ async def run_mail_pass(
             failure = b.failure or ("recipient_invalid" if b.bad_recipients else None)
             if failure:
                 await conn.execute(_SET_ERROR, m["id"], failure, now)
-            elif not excluded[m["id"]] and (b.sent or b.dropped or b.done):
+            elif m["error_kind"] and not excluded[m["id"]] and (b.sent or b.dropped or b.done):
                 await conn.execute(_CLEAR_ERROR, m["id"])  # the next success clears it
         seen.add(m["id"])
         excluded[m["id"]].extend(b.bad_recipients)
