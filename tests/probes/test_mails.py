@@ -178,6 +178,11 @@ async def test_receipts_of_attendees_who_left_are_pruned(api: Api, admin):
     assert summary.sent == 0 and summary.pruned == 1
     assert [o["registration_id"] for o in await outbox(api, m["id"])] == [uuid.UUID(a["id"])]
     assert (await mail(admin, m["id"]))["mail_done"] is True
+    async with api.pool.acquire() as conn:
+        audit = await conn.fetchrow(
+            "SELECT actor_id, summary FROM event.event_audit_log WHERE verb = $1",
+            "mail_receipts_pruned")  # fmt: skip
+    assert audit["actor_id"] == "system" and audit["summary"] == {"receipts": 1}
 
 
 async def test_batches_and_the_per_pass_cap(api: Api, admin):

@@ -27,6 +27,7 @@ from typing import Any
 from uuid import UUID
 from zoneinfo import ZoneInfo
 
+from events_svc.actors import SYSTEM
 from events_svc.db import Connection, Pool, must, transaction
 from events_svc.ports import (
     MailRefused,
@@ -35,6 +36,7 @@ from events_svc.ports import (
     Ports,
     RenderRequest,
 )
+from events_svc.verbs.audit import write_audit
 from events_svc.verbs.schedules import materialize_slot_children
 
 log = logging.getLogger("events_svc.scheduler")
@@ -292,6 +294,10 @@ class _Work:
         more_to_materialize = False
         if materialize:  # once per pass and scheduler (set-based, chunked)
             self.batch.pruned = int((await conn.execute(_PRUNE, m["id"])).split()[-1])
+            if self.batch.pruned:
+                pruned = {"receipts": self.batch.pruned}
+                await write_audit(conn, SYSTEM, "mail_receipts_pruned", "mail", m["id"],
+                                  event_id=m["event_id"], summary=pruned)  # fmt: skip
             made = await conn.execute(_MATERIALIZE, m["id"], m["event_id"], m["unit"],
                                       m["interval_nbr"], _MATERIALIZE_CHUNK)  # fmt: skip
             more_to_materialize = int(made.split()[-1]) == _MATERIALIZE_CHUNK
