@@ -88,6 +88,36 @@ async def _until_outbox(api: Api, n: int) -> None:
         await asyncio.sleep(0.05)
 
 
+async def test_stopping_the_loop_finishes_the_batch_in_hand(settings: Settings, api: Api, admin):
+    ev = (
+        await admin.post(
+            "/admin/events",
+            json=event_body(
+                seats_max=0, date_begin="2026-01-01T00:00:00Z", date_end="2099-01-01T00:00:00Z"
+            ),
+        )
+    ).json()
+    await seed(api, ev["id"], 3000)
+    await scheduler(
+        admin,
+        ev["id"],
+        await template(admin),
+        interval_kind="after_event_start",
+        interval_unit="now",
+        interval_nbr=0,
+    )
+    looping = dataclasses.replace(
+        settings, scheduler_enabled=True, mail_batch=10, mail_cron_limit=100_000
+    )
+    app = create_app(looping)
+    async with app.router.lifespan_context(app):
+        await asyncio.wait_for(_until_outbox(api, 50), 20)
+    stopped_at = len(await outbox(api))  # the lifespan returned: the loop has stopped
+    assert 50 <= stopped_at < 3000 and stopped_at % 10 == 0  # whole batches only
+    await exactly_once(api, stopped_at)
+    assert len(await outbox(api)) == stopped_at  # nothing more after the stop
+
+
 async def test_two_loops_racing_queue_each_mail_exactly_once(settings: Settings, api: Api, admin):
     ev = (await admin.post("/admin/events", json=event_body(seats_max=0))).json()
     await seed(api, ev["id"], 300)
