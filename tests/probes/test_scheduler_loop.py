@@ -35,6 +35,17 @@ async def seed(api: Api, event_id: str, n: int) -> None:
         )
 
 
+async def due_now(api: Api, admin: httpx.AsyncClient, attendees: int) -> str:
+    """An ongoing event with `attendees` eligible attendees and a mail due right now."""
+    body = event_body(seats_max=0, date_begin="2026-01-01T00:00:00Z",
+                      date_end="2099-01-01T00:00:00Z")  # fmt: skip
+    event_id = str((await admin.post("/admin/events", json=body)).json()["id"])
+    await seed(api, event_id, attendees)
+    await scheduler(admin, event_id, await template(admin), interval_kind="after_event_start",
+                    interval_unit="now", interval_nbr=0)  # fmt: skip
+    return event_id
+
+
 async def exactly_once(api: Api, n: int) -> None:
     async with api.pool.acquire() as conn:
         row = await conn.fetchrow(
@@ -89,23 +100,7 @@ async def _until_outbox(api: Api, n: int) -> None:
 
 
 async def test_stopping_the_loop_finishes_the_batch_in_hand(settings: Settings, api: Api, admin):
-    ev = (
-        await admin.post(
-            "/admin/events",
-            json=event_body(
-                seats_max=0, date_begin="2026-01-01T00:00:00Z", date_end="2099-01-01T00:00:00Z"
-            ),
-        )
-    ).json()
-    await seed(api, ev["id"], 3000)
-    await scheduler(
-        admin,
-        ev["id"],
-        await template(admin),
-        interval_kind="after_event_start",
-        interval_unit="now",
-        interval_nbr=0,
-    )
+    await due_now(api, admin, 3000)
     looping = dataclasses.replace(
         settings, scheduler_enabled=True, mail_batch=10, mail_cron_limit=100_000
     )
@@ -136,22 +131,7 @@ async def test_two_loops_racing_queue_each_mail_exactly_once(settings: Settings,
 
 
 async def test_a_killed_pass_leaves_no_half_batch_and_the_next_finishes(db_url, api: Api, admin):
-    ev = await admin.post(
-        "/admin/events",
-        json=event_body(
-            seats_max=0, date_begin="2026-01-01T00:00:00Z", date_end="2099-01-01T00:00:00Z"
-        ),
-    )
-    event_id = ev.json()["id"]
-    await seed(api, event_id, 4000)
-    await scheduler(
-        admin,
-        event_id,
-        await template(admin),
-        interval_kind="after_event_start",
-        interval_unit="now",
-        interval_nbr=0,
-    )
+    await due_now(api, admin, 4000)
     env = {
         **os.environ,
         "EVENTS_DATABASE_URL": db_url,
@@ -239,21 +219,7 @@ async def test_routes_templates_runs_and_outbox(api: Api, admin: httpx.AsyncClie
 
 
 async def test_scheduler_run_once_cli(db_url: str, api: Api, admin: httpx.AsyncClient):
-    ev = (
-        await admin.post(
-            "/admin/events",
-            json=event_body(date_begin="2026-01-01T00:00:00Z", date_end="2099-01-01T00:00:00Z"),
-        )
-    ).json()
-    await seed(api, ev["id"], 3)
-    await scheduler(
-        admin,
-        ev["id"],
-        await template(admin),
-        interval_kind="after_event_start",
-        interval_unit="now",
-        interval_nbr=0,
-    )
+    await due_now(api, admin, 3)
     env = {**os.environ, "EVENTS_DATABASE_URL": db_url}
     out = subprocess.run(
         [sys.executable, "-m", "events_svc", "scheduler", "run-once", "--sweep"],
