@@ -23,8 +23,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from events_svc import db, errors, migrate
 from events_svc.adapters.standalone import standalone_ports
+from events_svc.capabilities import CapabilityCodec
 from events_svc.ports import Ports
-from events_svc.routes import catalog, events, mails, registrations, service
+from events_svc.routes import catalog, events, mails, public, registrations, service
 from events_svc.routes.deps import (
     ActorResolver,
     ServiceContext,
@@ -32,6 +33,7 @@ from events_svc.routes.deps import (
 )
 from events_svc.scheduler import SchedulerLoop
 from events_svc.settings import Settings
+from events_svc.throttle import Throttle
 
 log = logging.getLogger("events_svc")
 
@@ -70,12 +72,18 @@ def admin_router() -> APIRouter:
     router.include_router(events.router)
     router.include_router(catalog.router)
     router.include_router(mails.router)
+    router.include_router(public.mint_router)
     return router
 
 
-def public_router() -> APIRouter:
-    """The capability-carried public tree (no actor), without the base path."""
-    return APIRouter(responses=_ERROR_RESPONSES)
+def public_router(*, intake: bool = False) -> APIRouter:
+    """The capability-carried public tree (no actor), without the base path; with
+    `intake` the public registration route too."""
+    router = APIRouter(responses=_ERROR_RESPONSES)
+    router.include_router(public.router)
+    if intake:
+        router.include_router(public.intake_router)
+    return router
 
 
 class _ProtectHeaders:
@@ -101,7 +109,7 @@ class _ProtectHeaders:
 
 
 def _error_response(exc: errors.DomainError) -> JSONResponse:
-    return JSONResponse(exc.body(), status_code=exc.status, headers=dict(exc.headers))
+    return JSONResponse(exc.body(), status_code=exc.status, headers=exc.response_headers())
 
 
 def _validation_error(exc: RequestValidationError) -> errors.DomainError:
@@ -178,6 +186,7 @@ def create_app(
     *,
     pool: db.Pool | None = None,
     clock: Callable[[], datetime] = utc_now,
+    intake_public: bool | None = None,
 ) -> FastAPI:
     """The service as an ASGI app.
 
@@ -190,6 +199,8 @@ def create_app(
         clock=clock,
         pool=pool,
         actor_resolver=actor_dependency,
+        codec=CapabilityCodec(settings.capability_secrets),
+        throttle=Throttle(settings),
     )
 
     @asynccontextmanager
@@ -213,5 +224,6 @@ def create_app(
     app.include_router(service.router)
     app.include_router(service.router, prefix=BASE_PATH)
     app.include_router(admin_router(), prefix=BASE_PATH)
-    app.include_router(public_router(), prefix=BASE_PATH)
+    intake = settings.intake_public if intake_public is None else intake_public
+    app.include_router(public_router(intake=intake), prefix=BASE_PATH)
     return app

@@ -18,10 +18,16 @@ class DomainError(Exception):
     status: ClassVar[int] = 400
     headers: ClassVar[dict[str, str]] = {}
 
-    def __init__(self, detail: str | None = None, **fields: Any) -> None:
+    def __init__(
+        self, detail: str | None = None, *, headers: dict[str, str] | None = None, **fields: Any
+    ) -> None:
         self.detail = detail or (self.__doc__ or self.code).strip()
         self.fields = fields
+        self.extra_headers = headers or {}
         super().__init__(self.detail)
+
+    def response_headers(self) -> dict[str, str]:
+        return {**self.headers, **self.extra_headers}
 
     def body(self) -> dict[str, Any]:
         return {"error": {"code": self.code, "detail": self.detail, **self.fields}}
@@ -369,3 +375,40 @@ class PartnerNotFound(DomainError):
 
     code = "partner_not_found"
     status = 422
+
+
+# --- public surface ----------------------------------------------------------------------
+
+
+class CapabilitySecretNotConfigured(DomainError):
+    """Capability links are not available: no secret is configured."""
+
+    code = "event_capability_secret_not_configured"
+    status = 503
+
+
+class EventNotPublished(DomainError):
+    """Not found."""
+
+    code = "event_not_published"
+    status = 404
+
+
+class RegistrationsClosed(Conflict):
+    """This event does not take registrations."""
+
+    code = "event_registrations_closed"
+
+
+class RegistrationNotInEvent(DomainError):
+    """A registration named is not a registration of this event."""
+
+    code = "registration_not_in_event"
+    status = 422
+
+
+class RateLimited(DomainError):
+    """Too many requests; retry later."""
+
+    code = "rate_limited"
+    status = 429

@@ -369,3 +369,33 @@ class TemplatePatch(Command):
     name: Name | None = None
     subject: Annotated[str, Field(max_length=1000)] | None = None
     body: Annotated[str, Field(min_length=1, max_length=100_000)] | None = None
+
+
+# --- public surface -----------------------------------------------------------------------
+
+
+class IcsMint(Command):
+    slot_id: UUID | None = None
+    ttl_seconds: Annotated[int, Field(ge=60, le=5 * 365 * 86400)] | None = None
+
+
+class MyTicketsMint(Command):
+    registration_ids: Annotated[list[UUID], Field(min_length=1, max_length=100)]
+
+
+class IntakeMint(Command):
+    ttl_seconds: Annotated[int, Field(ge=60, le=5 * 365 * 86400)] | None = None
+
+
+class IntakeAttendee(AttendeeInput):
+    name: Annotated[str, Field(min_length=1, max_length=256)]
+    email: Annotated[str, Field(min_length=3, max_length=320)]
+
+
+class IntakeBody(Command):
+    """What the public may send: identity fields, answers, a ticket and a slot. Never an
+    authority column (partner_id, state, sale_*, active, company_id, barcode)."""
+
+    event_ticket_id: UUID | None = None
+    event_slot_id: UUID | None = None
+    attendees: Annotated[list[IntakeAttendee], Field(min_length=1, max_length=30)]

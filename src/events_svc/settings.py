@@ -80,6 +80,24 @@ def _clock(env: Mapping[str, str], name: str, default: str) -> str:
     return f"{int(hh):02}:{int(mm):02}"
 
 
+def _limit(env: Mapping[str, str], name: str, default: str) -> str:
+    from limits import parse  # noqa: PLC0415 - slowapi's rate-limit grammar
+
+    value = env.get(name, "").strip() or default
+    try:
+        parse(value)
+    except ValueError:
+        raise SettingsError(f"{name}={value!r} is not a rate limit like 60/minute") from None
+    return value
+
+
+def _storage(env: Mapping[str, str], name: str) -> str:
+    value = env.get(name, "").strip() or "memory://"
+    if not value.startswith(("memory://", "redis://", "rediss://")):
+        raise SettingsError(f"{name} must be memory:// or a redis:// URL")
+    return value
+
+
 @dataclass(frozen=True)
 class Settings:
     """Every knob of the service; see the configuration table in README.md."""
@@ -106,6 +124,12 @@ class Settings:
     scheduler_enabled: bool = True
     scheduler_floor_s: int = 1200
     done_sweep_at: str = "03:41"
+    ics_ttl_s: int = 30 * 86400
+    intake_ttl_s: int = 30 * 86400
+    rate_limit_ip: str = "120/minute"
+    rate_limit_capability: str = "60/minute"
+    rate_limit_email: str = "10/hour"
+    rate_limit_storage: str = "memory://"
 
     def __post_init__(self) -> None:
         if self.pool_min > self.pool_max:
@@ -146,4 +170,10 @@ class Settings:
             scheduler_enabled=_bool(e, "EVENT_SCHEDULER_ENABLED", True),
             scheduler_floor_s=_int(e, "EVENT_SCHEDULER_FLOOR_S", 1200),
             done_sweep_at=_clock(e, "EVENT_DONE_SWEEP_AT", "03:41"),
+            ics_ttl_s=_int(e, "EVENT_ICS_TTL_S", 30 * 86400),
+            intake_ttl_s=_int(e, "EVENT_INTAKE_TTL_S", 30 * 86400),
+            rate_limit_ip=_limit(e, "EVENT_RATE_LIMIT_IP", "120/minute"),
+            rate_limit_capability=_limit(e, "EVENT_RATE_LIMIT_CAPABILITY", "60/minute"),
+            rate_limit_email=_limit(e, "EVENT_RATE_LIMIT_EMAIL", "10/hour"),
+            rate_limit_storage=_storage(e, "EVENT_RATE_LIMIT_STORAGE"),
         )

@@ -93,8 +93,13 @@ def _free_port() -> int:
 
 def test_smoke_script_passes_against_a_real_serve_process(db_url: str, tmp_path: Path):
     port = _free_port()
-    env = {**os.environ, "EVENTS_DATABASE_URL": db_url, "EVENTS_PORT": str(port),
-           "EVENTS_DATA_DIR": str(tmp_path)}  # fmt: skip
+    env = {
+        **os.environ,
+        "EVENTS_DATABASE_URL": db_url,
+        "EVENTS_PORT": str(port),
+        "EVENTS_DATA_DIR": str(tmp_path),
+        "EVENT_CAPABILITY_SECRET": "smoke-secret-0123456789",
+    }
     proc = subprocess.Popen(
         [sys.executable, "-m", "events_svc", "serve"],
         env=env,

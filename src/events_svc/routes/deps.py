@@ -12,9 +12,11 @@ from fastapi import Depends, Header, Request, Response
 
 from events_svc import errors
 from events_svc.actors import Actor
+from events_svc.capabilities import CapabilityCodec
 from events_svc.db import Pool
 from events_svc.ports import Ports
 from events_svc.settings import Settings
+from events_svc.throttle import Throttle
 from events_svc.verbs.tokens import resolve_token
 
 
@@ -31,6 +33,8 @@ class ServiceContext:
     migrations_dir: Path
     clock: Callable[[], datetime] = utc_now
     actor_resolver: ActorResolver | None = None  # None: bearer tokens
+    codec: CapabilityCodec = field(default_factory=lambda: CapabilityCodec(()))
+    throttle: Throttle | None = None
     pool: Pool | None = None
     extras: dict[str, Any] = field(default_factory=dict)
 

@@ -1,0 +1,122 @@
+"""Public routes (capability-carried, throttled, no actor) and the admin minting routes."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+from uuid import UUID
+
+from fastapi import APIRouter, Request, Response, status
+
+from events_svc import errors
+from events_svc.actors import Actor
+from events_svc.models import AttendeeInput, IcsMint, IntakeBody, IntakeMint, MyTicketsMint
+from events_svc.routes.deps import Ctx, ServiceContext, require
+from events_svc.verbs import public as verbs
+from events_svc.verbs.register import register
+
+router = APIRouter(tags=["public"])
+intake_router = APIRouter(tags=["public"])
+mint_router = APIRouter(tags=["capabilities"])
+
+Mint = Annotated[Actor, require("capability:mint")]
+
+
+async def _guard(ctx: ServiceContext, request: Request, scope: str, key: str) -> None:
+    """Throttle first (every public request counts), then the secret (503 when unset)."""
+    if ctx.throttle is not None:
+        await ctx.throttle.check(request, scope, key)
+    if not ctx.codec.configured:
+        raise errors.CapabilitySecretNotConfigured()
+
+
+def _url(request: Request, name: str, capability: str) -> str:
+    return str(request.url_for(name, capability=capability))
+
+
+@router.get("/public/ics/{capability}", name="public_ics", response_class=Response)
+async def public_ics(ctx: Ctx, request: Request, capability: str) -> Response:
+    await _guard(ctx, request, "ics", capability)
+    body = await verbs.calendar(ctx.db(), ctx.codec, capability, ctx.clock())
+    return Response(
+        body,
+        media_type="text/calendar; charset=utf-8",
+        headers={"Content-Disposition": 'attachment; filename="event.ics"'},
+    )
+
+
+@router.get("/public/my-tickets/{capability}", name="public_my_tickets")
+async def public_my_tickets(ctx: Ctx, request: Request, capability: str) -> dict[str, Any]:
+    await _guard(ctx, request, "my-tickets", capability)
+    view = await verbs.my_tickets(ctx.db(), ctx.codec, capability, ctx.clock(),
+                                  ctx.settings.ics_ttl_s)  # fmt: skip
+    for item in view["registrations"]:
+        item["ics_url"] = _url(request, "public_ics", item.pop("ics_token"))
+    return view
+
+
+@intake_router.post("/intake/{event_id_or_capability}", status_code=status.HTTP_201_CREATED)
+async def public_intake(
+    ctx: Ctx, request: Request, event_id_or_capability: str, body: IntakeBody
+) -> dict[str, Any]:
+    """Register attendees through the one register verb (the intake allowlist in front)."""
+    await _guard(ctx, request, "intake", event_id_or_capability)
+    if ctx.throttle is not None:
+        for attendee in body.attendees:
+            await ctx.throttle.check_email(attendee.email)
+    now = ctx.clock()
+    event_id = await verbs.intake_event(ctx.db(), ctx.codec, event_id_or_capability, now)
+    attendees = [AttendeeInput.model_validate(a.model_dump()) for a in body.attendees]
+    result = await register(
+        ctx.db(), verbs.PUBLIC_INTAKE, event_id, attendees, now, slot_id=body.event_slot_id,
+        ticket_id=body.event_ticket_id, source="intake", require_mandatory=True,
+    )  # fmt: skip
+    ids = [r["id"] for r in result.registrations]
+    token = verbs.tickets_token(ctx.codec, event_id, ids)
+    first = result.registrations[0]
+    return {
+        "registration_id": first["id"],
+        "state": first["state"],
+        "registrations": [
+            {"registration_id": r["id"], "state": r["state"]} for r in result.registrations
+        ],
+        "my_tickets_url": _url(request, "public_my_tickets", token),
+    }
+
+
+@mint_router.post("/admin/events/{event_id}/capabilities/ics")
+async def mint_ics(
+    ctx: Ctx, actor: Mint, request: Request, event_id: UUID, body: IcsMint | None = None
+) -> dict[str, Any]:
+    if not ctx.codec.configured:
+        raise errors.CapabilitySecretNotConfigured()
+    spec = body or IcsMint()
+    token, expires = await verbs.mint_ics(
+        ctx.db(), actor, ctx.codec, event_id, spec.slot_id,
+        spec.ttl_seconds or ctx.settings.ics_ttl_s, ctx.clock(),
+    )  # fmt: skip
+    return {"token": token, "url": _url(request, "public_ics", token), "expires_at": expires}
+
+
+@mint_router.post("/admin/events/{event_id}/capabilities/my-tickets")
+async def mint_my_tickets(
+    ctx: Ctx, actor: Mint, request: Request, event_id: UUID, body: MyTicketsMint
+) -> dict[str, Any]:
+    if not ctx.codec.configured:
+        raise errors.CapabilitySecretNotConfigured()
+    token = await verbs.mint_my_tickets(ctx.db(), actor, ctx.codec, event_id,
+                                        body.registration_ids)  # fmt: skip
+    return {"token": token, "url": _url(request, "public_my_tickets", token), "expires_at": None}
+
+
+@mint_router.post("/admin/events/{event_id}/capabilities/intake")
+async def mint_intake(
+    ctx: Ctx, actor: Mint, request: Request, event_id: UUID, body: IntakeMint | None = None
+) -> dict[str, Any]:
+    if not ctx.codec.configured:
+        raise errors.CapabilitySecretNotConfigured()
+    spec = body or IntakeMint()
+    token, expires = await verbs.mint_intake(ctx.db(), actor, ctx.codec, event_id,
+                                             spec.ttl_seconds or ctx.settings.intake_ttl_s,
+                                             ctx.clock())  # fmt: skip
+    url = str(request.url_for("public_intake", event_id_or_capability=token))
+    return {"token": token, "url": url, "expires_at": expires}

@@ -1,0 +1,59 @@
+"""Throttles of the public routes: fixed windows (slowapi's `limits` engine).
+
+Keys: the client IP, the capability (or event id) in the path, and on intake each
+normalised attendee email. The client IP is the socket peer, or the RIGHTMOST
+`X-Forwarded-For` hop when `EVENT_TRUSTED_PROXY` is true (the hop our own proxy
+appended; the left-hand hops are the client's to forge). Storage is in-process
+(`memory://`) unless `EVENT_RATE_LIMIT_STORAGE` names a Redis that every
+instance shares.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+
+from limits import RateLimitItem, parse
+from limits.aio.strategies import FixedWindowRateLimiter
+from limits.storage import storage_from_string
+from starlette.requests import Request
+
+from events_svc import errors
+from events_svc.settings import Settings
+
+
+class Throttle:
+    """The named limits of the public surface."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.trusted_proxy = settings.trusted_proxy
+        storage = storage_from_string("async+" + settings.rate_limit_storage)
+        self.limiter = FixedWindowRateLimiter(storage)
+        self.per_ip = parse(settings.rate_limit_ip)
+        self.per_capability = parse(settings.rate_limit_capability)
+        self.per_email = parse(settings.rate_limit_email)
+
+    def client_ip(self, request: Request) -> str:
+        if self.trusted_proxy:
+            forwarded = request.headers.get("x-forwarded-for", "")
+            hops = [h.strip() for h in forwarded.split(",") if h.strip()]
+            if hops:
+                return hops[-1]
+        return request.client.host if request.client else "unknown"
+
+    async def _hit(self, item: RateLimitItem, *key: str) -> None:
+        if not await self.limiter.hit(item, *key):
+            stats = await self.limiter.get_window_stats(item, *key)
+            retry = max(1, int(stats.reset_time - time.time() + 0.999))
+            raise errors.RateLimited(headers={"Retry-After": str(retry)}, retry_after=retry)
+
+    async def check(self, request: Request, scope: str, capability: str) -> None:
+        """Count this request against its IP and its capability (429 when over)."""
+        await self._hit(self.per_ip, scope, "ip", self.client_ip(request))
+        digest = hashlib.sha256(capability.encode()).hexdigest()[:32]  # never store tokens
+        await self._hit(self.per_capability, scope, "cap", digest)
+
+    async def check_email(self, email: str) -> None:
+        normalised = email.strip().lower()
+        digest = hashlib.sha256(normalised.encode()).hexdigest()[:32]  # never store emails
+        await self._hit(self.per_email, "intake", "email", digest)

@@ -1,0 +1,230 @@
+"""The public surface's verbs: minting capability links (admin), the calendar
+document, the attendee's tickets, and resolving what an intake request may
+register for.
+
+Public reads answer one uniform 404 (`event_not_published`, the same body) for a
+token that is tampered, expired, of another purpose or signed by a removed
+secret, and for an event that is missing, unpublished or archived, or a slot of
+another event: nothing tells one case from another. Public reads write nothing.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+from uuid import UUID
+from zoneinfo import ZoneInfo
+
+from icalendar import Calendar
+from icalendar import Event as VEvent
+
+from events_svc import errors
+from events_svc.actors import Actor
+from events_svc.capabilities import ICS, INTAKE, MY_TICKETS, CapabilityCodec
+from events_svc.db import Pool, connection, transaction
+from events_svc.verbs.audit import write_audit
+from events_svc.verbs.events import get_event_row
+
+PUBLIC_INTAKE = Actor(id="public-intake", kind="public")
+
+_EVENT = """
+SELECT id, name, description, date_begin, date_end, date_tz, location, event_url,
+    kanban_state::text AS kanban_state, is_published, date_publish, active, ics_sequence,
+    updated_at, badge_format::text AS badge_format
+FROM event.events WHERE id = $1
+"""
+_SLOT = "SELECT id, date_begin, date_end FROM event.slots WHERE id = $1 AND event_id = $2"
+_OWN_REGISTRATIONS = """
+SELECT count(*) FROM event.registrations WHERE id = ANY($1::uuid[]) AND event_id = $2
+"""
+_TICKETS_OF = """
+SELECT r.id, r.name, r.state::text AS state, r.barcode, r.event_ticket_id, t.name AS ticket_name,
+    r.event_slot_id, s.date_begin AS slot_begin, s.date_end AS slot_end
+FROM event.registrations r
+LEFT JOIN event.tickets t ON t.id = r.event_ticket_id
+LEFT JOIN event.slots s ON s.id = r.event_slot_id
+WHERE r.id = ANY($1::uuid[]) AND r.event_id = $2 AND r.active
+ORDER BY r.created_at, r.id
+"""
+
+
+def is_visible(event: dict[str, Any], now: datetime) -> bool:
+    """Published, publication date passed, not archived."""
+    when = event["date_publish"]
+    return bool(event["is_published"] and event["active"] and (when is None or when <= now))
+
+
+async def _audit_mint(pool: Pool, actor: Actor, event_id: UUID, summary: dict[str, Any]) -> None:
+    async with transaction(pool) as conn:
+        await write_audit(conn, actor, "capability_minted", "event", event_id,
+                          event_id=event_id, summary=summary)  # fmt: skip
+
+
+async def mint_ics(
+    pool: Pool, actor: Actor, codec: CapabilityCodec, event_id: UUID, slot_id: UUID | None,
+    ttl_s: int, now: datetime,
+) -> tuple[str, datetime]:  # fmt: skip
+    """A calendar link for an event (or one of its slots); the token is never stored."""
+    async with connection(pool) as conn:
+        await get_event_row(conn, actor, event_id)
+        if slot_id is not None and await conn.fetchrow(_SLOT, slot_id, event_id) is None:
+            raise errors.SlotNotInEvent(field="slot_id")
+    expires = now + timedelta(seconds=ttl_s)
+    payload = {"e": str(event_id), "s": str(slot_id) if slot_id else None}
+    token = codec.mint(ICS, payload, expires)
+    await _audit_mint(pool, actor, event_id, {"purpose": ICS, "expires_at": expires.isoformat(),
+                                              "slot": slot_id is not None})  # fmt: skip
+    return token, expires
+
+
+async def mint_my_tickets(
+    pool: Pool, actor: Actor, codec: CapabilityCodec, event_id: UUID, registration_ids: list[UUID]
+) -> str:
+    """A never-expiring link to the tickets of these registrations (all of this event)."""
+    ids = sorted(set(registration_ids))
+    async with connection(pool) as conn:
+        await get_event_row(conn, actor, event_id)
+        if await conn.fetchval(_OWN_REGISTRATIONS, ids, event_id) != len(ids):
+            raise errors.RegistrationNotInEvent(field="registration_ids")
+    token = tickets_token(codec, event_id, ids)
+    await _audit_mint(pool, actor, event_id, {"purpose": MY_TICKETS, "registrations": len(ids)})
+    return token
+
+
+def tickets_token(codec: CapabilityCodec, event_id: UUID, ids: list[UUID]) -> str:
+    """The my-tickets token of these registrations (sorted: one link per set)."""
+    return codec.mint(MY_TICKETS, {"e": str(event_id), "r": sorted(str(i) for i in ids)}, None)
+
+
+async def mint_intake(
+    pool: Pool, actor: Actor, codec: CapabilityCodec, event_id: UUID, ttl_s: int, now: datetime
+) -> tuple[str, datetime]:
+    """A private registration link: it also admits an unpublished event."""
+    async with connection(pool) as conn:
+        await get_event_row(conn, actor, event_id)
+    expires = now + timedelta(seconds=ttl_s)
+    token = codec.mint(INTAKE, {"e": str(event_id)}, expires)
+    await _audit_mint(pool, actor, event_id, {"purpose": INTAKE,
+                                              "expires_at": expires.isoformat()})  # fmt: skip
+    return token, expires
+
+
+def _event_id(payload: dict[str, Any] | None) -> UUID:
+    try:
+        return UUID(str(payload["e"])) if payload else _missing()
+    except (KeyError, ValueError):
+        return _missing()
+
+
+def _missing() -> UUID:
+    raise errors.EventNotPublished()
+
+
+async def calendar(pool: Pool, codec: CapabilityCodec, token: str, now: datetime) -> bytes:
+    """The iCalendar document a valid ics link opens (the uniform 404 otherwise)."""
+    payload = codec.open(ICS, token, now)
+    event_id = _event_id(payload)
+    assert payload is not None
+    async with connection(pool) as conn:
+        row = await conn.fetchrow(_EVENT, event_id)
+        slot = None
+        if row is not None and payload.get("s"):
+            try:
+                slot = await conn.fetchrow(_SLOT, UUID(str(payload["s"])), event_id)
+            except ValueError:
+                slot = None
+            if slot is None:
+                raise errors.EventNotPublished()
+    if row is None or not is_visible(dict(row), now):
+        raise errors.EventNotPublished()
+    return build_calendar(dict(row), dict(slot) if slot else None)
+
+
+def build_calendar(event: dict[str, Any], slot: dict[str, Any] | None) -> bytes:
+    """VCALENDAR with one VEVENT in the event's zone (with its VTIMEZONE)."""
+    tz = ZoneInfo(event["date_tz"])
+    cal = Calendar()
+    cal.add("prodid", "-//events-svc//events-svc//EN")
+    cal.add("version", "2.0")
+    cal.add("method", "PUBLISH")
+    item = VEvent()
+    uid = f"{event['id']}@events-svc" if slot is None else f"{slot['id']}.{event['id']}@events-svc"
+    item.add("uid", uid)
+    item.add("dtstamp", event["updated_at"])  # the last change, stable across reads
+    item.add("sequence", event["ics_sequence"])
+    begin, end = (slot["date_begin"], slot["date_end"]) if slot else (
+        event["date_begin"], event["date_end"])  # fmt: skip
+    item.add("dtstart", begin.astimezone(tz))
+    item.add("dtend", end.astimezone(tz))
+    item.add("summary", event["name"])
+    if event["description"]:
+        item.add("description", event["description"])
+    if event["location"]:
+        item.add("location", event["location"])
+    if event["event_url"]:
+        item.add("url", event["event_url"])
+    item.add("status", "CANCELLED" if event["kanban_state"] == "cancel" else "CONFIRMED")
+    cal.add_component(item)
+    if event["date_tz"] != "UTC":
+        cal.add_missing_timezones()
+    body: bytes = cal.to_ical()
+    return body
+
+
+async def my_tickets(
+    pool: Pool, codec: CapabilityCodec, token: str, now: datetime, ics_ttl_s: int
+) -> dict[str, Any]:
+    """The attendee's tickets (archived or moved registrations left out); each carries
+    `ics_token`, a fresh calendar link of its event (or slot)."""
+    payload = codec.open(MY_TICKETS, token, now)
+    event_id = _event_id(payload)
+    assert payload is not None
+    try:
+        ids = [UUID(str(i)) for i in payload.get("r", [])]
+    except ValueError:
+        raise errors.EventNotPublished() from None
+    async with connection(pool) as conn:
+        event = await conn.fetchrow(_EVENT, event_id)
+        rows = await conn.fetch(_TICKETS_OF, ids, event_id) if event else []
+    if event is None or not event["active"] or not rows:
+        raise errors.EventNotPublished()
+    tz = ZoneInfo(event["date_tz"])
+    return {
+        "event": {
+            "id": event["id"], "name": event["name"], "date_tz": event["date_tz"],
+            "date_begin": event["date_begin"].astimezone(tz),
+            "date_end": event["date_end"].astimezone(tz), "location": event["location"],
+            "is_cancelled": event["kanban_state"] == "cancel",
+        },
+        "registrations": [
+            {
+                "id": r["id"], "name": r["name"], "state": r["state"], "barcode": r["barcode"],
+                "ticket": {"id": r["event_ticket_id"], "name": r["ticket_name"]}
+                if r["event_ticket_id"] else None,
+                "slot": {"id": r["event_slot_id"], "date_begin": r["slot_begin"].astimezone(tz),
+                         "date_end": r["slot_end"].astimezone(tz)}
+                if r["event_slot_id"] else None,
+                "badge_format": event["badge_format"],
+                "ics_token": codec.mint(ICS, {"e": str(event_id),
+                                              "s": str(r["event_slot_id"]) if r["event_slot_id"]
+                                              else None}, now + timedelta(seconds=ics_ttl_s)),
+            }
+            for r in rows
+        ],
+    }  # fmt: skip
+
+
+async def intake_event(pool: Pool, codec: CapabilityCodec, key: str, now: datetime) -> UUID:
+    """The event an intake request registers for: by id (published, open) or by capability."""
+    try:
+        event_id, by_capability = UUID(key), False
+    except ValueError:
+        event_id, by_capability = _event_id(codec.open(INTAKE, key, now)), True
+    async with connection(pool) as conn:
+        event = await conn.fetchrow(_EVENT, event_id)
+    if event is None or not event["active"]:
+        raise errors.EventNotPublished()
+    closed = event["kanban_state"] == "cancel" or event["date_end"] <= now
+    if closed or (not by_capability and not is_visible(dict(event), now)):
+        raise errors.RegistrationsClosed()
+    return event_id
