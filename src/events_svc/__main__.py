@@ -205,6 +205,9 @@ def main(argv: list[str] | None = None) -> int:
                 "scheduler": cmd_scheduler}  # fmt: skip
     try:
         return commands[args.command](settings, args)
+    except SettingsError as exc:
+        print(f"events-svc: configuration error: {exc}", file=sys.stderr)
+        return 2
     except (EmbeddedError, migrate.MigrationError) as exc:
         print(f"events-svc: {exc}", file=sys.stderr)
         return 1

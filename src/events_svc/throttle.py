@@ -15,11 +15,12 @@ import time
 
 from limits import RateLimitItem, parse
 from limits.aio.strategies import FixedWindowRateLimiter
+from limits.errors import ConfigurationError
 from limits.storage import storage_from_string
 from starlette.requests import Request
 
 from events_svc import errors
-from events_svc.settings import Settings
+from events_svc.settings import Settings, SettingsError
 
 
 class Throttle:
@@ -27,7 +28,13 @@ class Throttle:
 
     def __init__(self, settings: Settings) -> None:
         self.trusted_proxy = settings.trusted_proxy
-        storage = storage_from_string("async+" + settings.rate_limit_storage)
+        try:
+            storage = storage_from_string("async+" + settings.rate_limit_storage)
+        except ConfigurationError:
+            raise SettingsError(
+                "EVENT_RATE_LIMIT_STORAGE names Redis: install the redis extra "
+                "(pip install 'events-svc[redis]')"
+            ) from None
         self.limiter = FixedWindowRateLimiter(storage)
         self.per_ip = parse(settings.rate_limit_ip)
         self.per_capability = parse(settings.rate_limit_capability)
