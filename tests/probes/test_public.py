@@ -353,3 +353,28 @@ async def test_throttles_per_ip_and_the_forwarded_header(settings: Settings, api
         429,
     ]
     assert await statuses(trusted, ("10.0.0.1", 1), xff="192.0.2.8") == [404, 404, 404, 429]
+
+
+async def test_throttles_per_link_and_per_intake_email(settings: Settings, admin):
+    ev = await published(admin, seats_max=0)
+    tight = dataclasses.replace(
+        settings, rate_limit_capability="2/minute", rate_limit_email="2/hour"
+    )
+    app = create_app(tight)
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE) as c,
+    ):
+        link = await ics_link(admin, ev["id"])
+        codes = [(await c.get(f"/public/ics/{link}")).status_code for _ in range(3)]
+        assert codes == [200, 200, 429]
+        other = await ics_link(admin, ev["id"], ttl_seconds=3600)  # another link, own window
+        assert (await c.get(f"/public/ics/{other}")).status_code == 200
+        emails = ["Same@Example.org", "same@example.org", "SAME@example.org"]
+        codes = []
+        for i, email in enumerate(emails):
+            private = await admin.post(f"/admin/events/{ev['id']}/capabilities/intake", json={})
+            path = private.json()["url"].split("/api/v1/event")[1]
+            body = {"attendees": [{"name": f"S{i}", "email": email.strip()}]}
+            codes.append((await c.post(path, json=body)).status_code)
+        assert codes == [201, 201, 429]  # one normalised email, whatever the link
