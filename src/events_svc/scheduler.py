@@ -23,6 +23,7 @@ from typing import Any
 import asyncpg
 
 from events_svc.db import Pool
+from events_svc.observability import Metrics
 from events_svc.ports import Ports
 from events_svc.settings import Settings
 from events_svc.verbs.arming import CHANNEL
@@ -47,9 +48,16 @@ def next_sweep(now: datetime, at: str) -> datetime:
 class SchedulerLoop:
     """Runs passes until stopped; `passes`, `failures` and `last` are for observation."""
 
-    def __init__(self, pool: Callable[[], Pool], ports: Ports, settings: Settings,
-                 clock: Callable[[], datetime]) -> None:  # fmt: skip
+    def __init__(
+        self,
+        pool: Callable[[], Pool],
+        ports: Ports,
+        settings: Settings,
+        clock: Callable[[], datetime],
+        metrics: Metrics | None = None,
+    ) -> None:
         self.pool, self.ports, self.settings, self.clock = pool, ports, settings, clock
+        self.metrics = metrics
         self.wake = asyncio.Event()
         self.stopping = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
@@ -82,6 +90,8 @@ class SchedulerLoop:
             self.sweep_at = next_sweep(now, self.settings.done_sweep_at)
         self.passes += 1
         self.last = summary
+        if self.metrics is not None:
+            self.metrics.observe_pass(summary)
         return summary
 
     async def _delay(self) -> float:
@@ -127,6 +137,8 @@ class SchedulerLoop:
                     delay = await self._delay()
                 except Exception:
                     self.failures += 1
+                    if self.metrics is not None:
+                        self.metrics.pass_errors.inc()
                     log.exception("scheduler pass failed; retrying")
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self.wake.wait(), timeout=delay)

@@ -14,6 +14,7 @@ from events_svc import errors
 from events_svc.actors import Actor
 from events_svc.capabilities import CapabilityCodec
 from events_svc.db import Pool
+from events_svc.observability import Metrics
 from events_svc.ports import Ports
 from events_svc.settings import Settings
 from events_svc.throttle import Throttle
@@ -35,6 +36,7 @@ class ServiceContext:
     actor_resolver: ActorResolver | None = None  # None: bearer tokens
     codec: CapabilityCodec = field(default_factory=lambda: CapabilityCodec(()))
     throttle: Throttle | None = None
+    metrics: Metrics = field(default_factory=Metrics)
     pool: Pool | None = None
     extras: dict[str, Any] = field(default_factory=dict)
 

@@ -49,6 +49,7 @@ async def run_mail(ctx: Ctx, actor: Run, mail_id: UUID) -> dict[str, Any]:
     await verbs.get_mail(ctx.db(), actor, mail_id)  # 404 across companies
     summary = await run_mail_pass(ctx.db(), ctx.ports, pass_options(ctx.settings), ctx.clock(),
                                   mail_id=mail_id, force=True)  # fmt: skip
+    ctx.metrics.observe_pass(summary)
     return {"summary": summary.as_dict(), "mail": await verbs.get_mail(ctx.db(), actor, mail_id)}
 
 
@@ -58,6 +59,7 @@ async def run_schedulers(ctx: Ctx, actor: Run) -> dict[str, Any]:
     if actor.company_id is not None:
         raise errors.MissingScope("A full pass is for platform operators.", scope="scheduler:run")
     summary = await run_mail_pass(ctx.db(), ctx.ports, pass_options(ctx.settings), ctx.clock())
+    ctx.metrics.observe_pass(summary)
     return summary.as_dict()
 
 

@@ -66,10 +66,15 @@ async def public_intake(
     now = ctx.clock()
     event_id = await verbs.intake_event(ctx.db(), ctx.codec, event_id_or_capability, now)
     attendees = [AttendeeInput.model_validate(a.model_dump()) for a in body.attendees]
-    result = await register(
-        ctx.db(), verbs.PUBLIC_INTAKE, event_id, attendees, now, slot_id=body.event_slot_id,
-        ticket_id=body.event_ticket_id, source="intake", require_mandatory=True,
-    )  # fmt: skip
+    try:
+        result = await register(
+            ctx.db(), verbs.PUBLIC_INTAKE, event_id, attendees, now, slot_id=body.event_slot_id,
+            ticket_id=body.event_ticket_id, source="intake", require_mandatory=True,
+        )  # fmt: skip
+    except errors.DomainError as refused:
+        ctx.metrics.observe_registration(refused.code, len(attendees))
+        raise
+    ctx.metrics.observe_registration("created", len(attendees))
     ids = [r["id"] for r in result.registrations]
     token = verbs.tickets_token(ctx.codec, event_id, ids)
     first = result.registrations[0]

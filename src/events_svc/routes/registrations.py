@@ -47,10 +47,15 @@ async def create_registration(
         name=body.name, email=body.email, phone=body.phone, company_name=body.company_name,
         answers=body.answers,
     )  # fmt: skip
-    result = await register(
-        ctx.db(), actor, body.event_id, [attendee], ctx.clock(), slot_id=body.event_slot_id,
-        ticket_id=body.event_ticket_id, partner_id=body.partner_id,
-    )  # fmt: skip
+    try:
+        result = await register(
+            ctx.db(), actor, body.event_id, [attendee], ctx.clock(), slot_id=body.event_slot_id,
+            ticket_id=body.event_ticket_id, partner_id=body.partner_id,
+        )  # fmt: skip
+    except errors.DomainError as refused:
+        ctx.metrics.observe_registration(refused.code)
+        raise
+    ctx.metrics.observe_registration("created")
     return _answer(response, result.registrations[0], full)
 
 

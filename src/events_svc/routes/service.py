@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Response
 from fastapi.responses import JSONResponse
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from events_svc import errors, migrate
 from events_svc.db import connection
 from events_svc.routes.deps import Ctx
+from events_svc.verbs.mail_pass import next_due
 
 router = APIRouter(tags=["service"])
 
@@ -39,3 +41,15 @@ async def readyz(ctx: Ctx) -> JSONResponse | dict[str, Any]:
             status_code=503,
         )
     return {"status": "ready"}
+
+
+@router.get("/metrics", response_class=Response, include_in_schema=False)
+async def metrics(ctx: Ctx) -> Response:
+    """Prometheus text format; the scheduler lag is measured at scrape time."""
+    now = ctx.clock()
+    try:
+        due = await next_due(ctx.db(), now)
+        ctx.metrics.lag.set(max(0.0, (now - due).total_seconds()) if due else 0.0)
+    except errors.DomainError:
+        pass  # the database is away: the other metrics still answer
+    return Response(generate_latest(ctx.metrics.registry), media_type=CONTENT_TYPE_LATEST)

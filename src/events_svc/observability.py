@@ -1,0 +1,142 @@
+"""Observability: request ids, one JSON log line per request, Prometheus metrics.
+
+Every request gets an id: the caller's `X-Request-ID` (when it is a short token
+of safe characters) or a new one; it is echoed on the answer and carried by the
+request's log line. Log lines hold the method, the route TEMPLATE (never the
+path: it may carry a capability token), the status, the duration and the id;
+never a secret, token, email or phone number. `/metrics` serves the counters
+of one app's own registry.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import logging
+import re
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+access_log = logging.getLogger("events_svc.access")
+request_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="")
+_SAFE_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message, request id, extra fields."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, Any] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        rid = request_id_var.get()
+        if rid:
+            line["request_id"] = rid
+        fields = getattr(record, "fields", None)
+        if isinstance(fields, dict):
+            line.update(fields)
+        if record.exc_info:
+            line["error"] = self.formatException(record.exc_info)
+        return json.dumps(line, default=str)
+
+
+class Metrics:
+    """The service's metrics, in a registry of their own (one per app)."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.requests = Counter("events_http_requests_total", "HTTP requests",
+                                ["method", "route", "status"], registry=r)  # fmt: skip
+        self.duration = Histogram("events_http_request_duration_seconds", "HTTP request time",
+                                  ["route"], registry=r)  # fmt: skip
+        self.registrations = Counter("events_registrations_total",
+                                     "Register calls by outcome (created or the refusal code)",
+                                     ["outcome"], registry=r)  # fmt: skip
+        self.passes = Counter("events_scheduler_passes_total", "Scheduler passes run",
+                              registry=r)  # fmt: skip
+        self.pass_errors = Counter("events_scheduler_pass_errors_total",
+                                   "Scheduler passes that failed", registry=r)  # fmt: skip
+        self.mails = Counter("events_mails_queued_total", "Mails queued (sent = queued)",
+                             registry=r)  # fmt: skip
+        self.failures = Counter("events_scheduler_failures_total",
+                                "Scheduler failures by kind", ["kind"], registry=r)  # fmt: skip
+        self.lag = Gauge("events_scheduler_lag_seconds",
+                         "Age of the oldest due but unsent scheduler work", registry=r)  # fmt: skip
+
+    def observe_pass(self, summary: Any) -> None:
+        self.passes.inc()
+        self.mails.inc(summary.sent)
+        for kind, count in summary.failures.items():
+            self.failures.labels(kind).inc(count)
+
+    def observe_registration(self, outcome: str, count: int = 1) -> None:
+        self.registrations.labels(outcome).inc(count)
+
+
+class PoolCollector(Collector):
+    """Pool usage, read at scrape time."""
+
+    def __init__(self, pool: Callable[[], Any]) -> None:
+        self.pool = pool
+
+    def collect(self) -> Iterable[GaugeMetricFamily]:
+        try:
+            pool = self.pool()
+        except Exception:
+            return
+        size = GaugeMetricFamily("events_db_pool_connections", "Pool connections", labels=["state"])
+        total, idle = pool.get_size(), pool.get_idle_size()
+        size.add_metric(["in_use"], total - idle)
+        size.add_metric(["idle"], idle)
+        size.add_metric(["max"], pool.get_max_size())
+        yield size
+
+
+class RequestObserver:
+    """ASGI middleware: the request id, the access log line, the request metrics."""
+
+    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        given = dict(scope.get("headers", [])).get(b"x-request-id", b"").decode("latin-1")
+        rid = given if _SAFE_ID.match(given) else uuid.uuid4().hex
+        token = request_id_var.set(rid)
+        status = 500
+        start = time.perf_counter()
+
+        async def send_with_id(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                message["headers"] = [*message.get("headers", []),
+                                      (b"x-request-id", rid.encode())]  # fmt: skip
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_id)
+        finally:
+            took = time.perf_counter() - start
+            route = getattr(scope.get("route"), "path", None) or "unmatched"
+            self.metrics.requests.labels(scope["method"], route, str(status)).inc()
+            self.metrics.duration.labels(route).observe(took)
+            access_log.info("request", extra={"fields": {
+                "method": scope["method"], "route": route, "status": status,
+                "duration_ms": round(took * 1000, 2), "request_id": rid}})  # fmt: skip
+            request_id_var.reset(token)
