@@ -8,6 +8,7 @@ import dataclasses
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -233,3 +234,38 @@ async def test_scheduler_run_once_cli(db_url: str, api: Api, admin: httpx.AsyncC
     assert result["sent"] == 3 and result["events_marked_done"] == 0
     async with api.pool.acquire() as conn:
         assert await conn.fetchval("SELECT count(*) FROM event.outbox_messages") == 3
+
+
+async def test_sigterm_during_a_long_pass_exits_in_time_with_whole_batches(db_url, api, admin):
+    await due_now(api, admin, 3000)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = str(sock.getsockname()[1])
+    env = {
+        **os.environ,
+        "EVENTS_DATABASE_URL": db_url,
+        "EVENTS_PORT": port,
+        "EVENT_MAIL_BATCH": "10",
+        "EVENT_MAIL_CRON_LIMIT": "100000",
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "events_svc", "serve"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and len(await outbox(api)) < 50:
+            await asyncio.sleep(0.01)
+        proc.send_signal(signal.SIGTERM)
+        started = time.monotonic()
+        await asyncio.to_thread(proc.wait, 30)
+        assert time.monotonic() - started < 30  # within the grace period
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0
+    queued = len(await outbox(api))
+    assert 50 <= queued < 3000 and queued % 10 == 0  # the batch in hand committed, whole
+    await exactly_once(api, queued)
