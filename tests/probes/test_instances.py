@@ -1,0 +1,122 @@
+"""Several real service processes over one PostgreSQL: seats, the scheduler, a crash."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import aiohttp
+
+from tests.probes.conftest import BASE, Api, event_body
+from tests.probes.test_mails import outbox, template
+from tests.probes.test_scheduler_loop import exactly_once, seed
+
+API = BASE.removeprefix("http://test")
+
+
+def _port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def services(db_url: str, n: int, **extra: str) -> Iterator[list[tuple[str, subprocess.Popen]]]:
+    """n real `events-svc serve` processes on loopback ports, ready before yielding."""
+    procs = []
+    for _ in range(n):
+        port = _port()
+        env = {
+            **os.environ,
+            "EVENTS_DATABASE_URL": db_url,
+            "EVENTS_PORT": str(port),
+            "EVENTS_POOL_MAX": "8",
+            **extra,
+        }
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "events_svc", "serve"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        procs.append((f"http://127.0.0.1:{port}", proc))
+    try:
+        deadline = time.monotonic() + 90
+        for base, proc in procs:
+            while True:
+                assert time.monotonic() < deadline and proc.poll() is None, "no readiness"
+                try:
+                    with socket.create_connection(("127.0.0.1", int(base.rsplit(":", 1)[1])), 1):
+                        break
+                except OSError:
+                    time.sleep(0.1)
+        yield procs
+    finally:
+        for _, proc in procs:
+            if proc.poll() is None:
+                proc.terminate()
+        for _, proc in procs:
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+async def test_three_processes_96_racers_10_seats(db_url: str, api: Api, admin):
+    ev = (await admin.post("/admin/events", json=event_body(seats_max=10))).json()
+    headers = await api.token("registration:write")
+    with services(db_url, 3) as procs:
+        async with aiohttp.ClientSession(headers=headers) as http:
+
+            async def one(i: int) -> tuple[int, str | None]:
+                base = procs[i % 3][0]
+                async with http.post(
+                    f"{base}{API}/admin/registrations", json={"event_id": ev["id"]}
+                ) as r:
+                    body = await r.json()
+                    return r.status, body.get("error", {}).get("code")
+
+            outcomes = Counter(await asyncio.gather(*(one(i) for i in range(96))))
+    assert outcomes == {(201, None): 10, (409, "event_seats_exhausted"): 86}
+    async with api.pool.acquire() as conn:
+        assert await conn.fetchval("SELECT count(*) FROM event.registrations") == 10
+
+
+async def test_three_scheduler_loops_and_a_killed_one_queue_each_mail_once(
+    db_url: str, api: Api, admin
+):
+    body = event_body(
+        seats_max=0, date_begin="2026-01-01T00:00:00Z", date_end="2099-01-01T00:00:00Z"
+    )
+    event_id = (await admin.post("/admin/events", json=body)).json()["id"]
+    await seed(api, event_id, 5000)
+    tpl = await template(admin)
+    with services(db_url, 3, EVENT_MAIL_BATCH="20", EVENT_MAIL_CRON_LIMIT="200") as procs:
+        # the scheduler line is created while the loops run: its NOTIFY wakes all three
+        r = await admin.post(
+            "/admin/mails",
+            json={
+                "event_id": event_id,
+                "template_ref": tpl,
+                "interval_kind": "after_event_start",
+                "interval_unit": "now",
+                "interval_nbr": 0,
+            },
+        )
+        assert r.status_code == 201
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and len(await outbox(api)) < 500:
+            await asyncio.sleep(0.01)
+        procs[0][1].send_signal(signal.SIGKILL)  # one instance dies mid-pass
+        while time.monotonic() < deadline + 60 and len(await outbox(api)) < 5000:
+            await asyncio.sleep(0.05)
+        assert procs[0][1].wait(10) == -signal.SIGKILL
+    await exactly_once(api, 5000)
