@@ -19,7 +19,8 @@ run: $(STAMP)  ## start the service (embedded PostgreSQL unless EVENTS_DATABASE_
 migrate: $(STAMP)
 	$(BIN)/events-svc migrate
 
-test: $(STAMP)  ## the whole suite against a real PostgreSQL
+test: $(STAMP)  ## the whole suite against a real PostgreSQL (and a real Redis)
+	scripts/ensure-redis.sh
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)  ## format check, lint, import contracts, strict typing

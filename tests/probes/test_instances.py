@@ -120,3 +120,64 @@ async def test_three_scheduler_loops_and_a_killed_one_queue_each_mail_once(
             await asyncio.sleep(0.05)
         assert procs[0][1].wait(10) == -signal.SIGKILL
     await exactly_once(api, 5000)
+
+
+@contextmanager
+def redis_server() -> Iterator[tuple[str, subprocess.Popen]]:
+    """A real redis-server on a loopback port (installed by .ci/run when missing)."""
+    port = _port()
+    proc = subprocess.Popen(
+        [
+            "redis-server",
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            assert time.monotonic() < deadline, "redis-server did not start"
+            try:
+                with socket.create_connection(("127.0.0.1", port), 1):
+                    break
+            except OSError:
+                time.sleep(0.05)
+        yield f"redis://127.0.0.1:{port}", proc
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            proc.wait(10)
+
+
+async def test_throttle_windows_are_shared_through_redis_and_survive_its_loss(db_url: str):
+    with (
+        redis_server() as (url, redis_proc),
+        services(
+            db_url,
+            2,
+            EVENT_RATE_LIMIT_STORAGE=url,
+            EVENT_RATE_LIMIT_IP="4/minute",
+            EVENT_CAPABILITY_SECRET="shared-secret-0123456789",
+        ) as procs,
+    ):
+        async with aiohttp.ClientSession() as http:
+
+            async def get(i: int) -> int:
+                async with http.get(f"{procs[i % 2][0]}{API}/public/ics/nothing") as r:
+                    return r.status
+
+            # one client IP, requests spread over both processes: ONE window of 4
+            assert [await get(i) for i in range(6)] == [404, 404, 404, 404, 429, 429]
+            redis_proc.terminate()
+            redis_proc.wait(10)
+            # Redis gone: each process falls back to its own window; never a 500
+            after = [await get(i) for i in range(10)]
+            assert 500 not in after and after.count(404) == 8 and after[-2:] == [429, 429]

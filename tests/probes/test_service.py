@@ -139,8 +139,3 @@ async def test_a_missing_database_answers_503_not_500():
             assert r.status_code == 503
             assert r.json()["error"]["code"] == "database_unavailable"
             assert r.headers["retry-after"] == "5"
-
-
-def test_a_redis_throttle_store_without_its_library_is_a_clear_settings_error():
-    with pytest.raises(SettingsError, match="EVENT_RATE_LIMIT_STORAGE"):
-        create_app(Settings(rate_limit_storage="redis://127.0.0.1:6379"))
