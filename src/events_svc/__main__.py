@@ -14,6 +14,7 @@ import contextlib
 import dataclasses
 import json
 import logging
+import os
 import signal
 import sys
 from collections.abc import Callable, Iterator
@@ -83,6 +84,7 @@ def cmd_migrate(settings: Settings, _: argparse.Namespace) -> int:
 def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     host = args.host or settings.host
     port = args.port or settings.port
+    workers = args.workers
     server: EmbeddedPostgres | None = None
     url = settings.database_url
     if url is None:
@@ -93,9 +95,14 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     try:
         applied = asyncio.run(_apply(url, settings))
         print(f"events-svc: migrations applied: {len(applied)}", flush=True)
-        app = create_app(dataclasses.replace(settings, database_url=url))
+        if workers > 1:
+            # each worker process builds its own app from the environment (same database)
+            os.environ["EVENTS_DATABASE_URL"] = url
+            target: Any = "events_svc.app:app_from_env"
+        else:
+            target = create_app(dataclasses.replace(settings, database_url=url))
         config = uvicorn.Config(
-            app,
+            target,
             host=host,
             port=port,
             log_level=settings.log_level.lower(),
@@ -103,11 +110,18 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
             access_log=False,  # one line per request comes from RequestObserver
             timeout_graceful_shutdown=30,
         )
-        print(f"events-svc: serving on http://{host}:{port}", flush=True)
+        print(f"events-svc: serving on http://{host}:{port} ({workers} process(es))", flush=True)
         # uvicorn re-raises the signal that stopped it once it has drained; turn
         # SIGTERM into SystemExit so the embedded server below is stopped too.
         signal.signal(signal.SIGTERM, _exit_on_signal)
-        uvicorn.Server(config).run()
+        if workers > 1:
+            uvicorn.run(
+                target, factory=True, workers=workers, host=host, port=port,
+                log_level=settings.log_level.lower(), log_config=None, access_log=False,
+                timeout_graceful_shutdown=30,
+            )  # fmt: skip
+        else:
+            uvicorn.Server(config).run()
     finally:
         if server is not None:
             server.stop()
@@ -176,6 +190,10 @@ def _parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="start the service")
     serve.add_argument("--host", help="listen address (default EVENTS_HOST)")
     serve.add_argument("--port", type=int, help="listen port (default EVENTS_PORT)")
+    serve.add_argument(
+        "--workers", type=int, default=1,
+        help="service processes sharing the port (each runs the scheduler loop)",
+    )  # fmt: skip
     sub.add_parser("migrate", help="apply pending migrations")
     token = sub.add_parser("token", help="manage API tokens")
     actions = token.add_subparsers(dest="action", required=True)

@@ -24,7 +24,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from events_svc import db, errors, migrate
 from events_svc.adapters.standalone import standalone_ports
 from events_svc.capabilities import CapabilityCodec
-from events_svc.observability import PoolCollector, RequestObserver
+from events_svc.observability import JsonFormatter, PoolCollector, RequestObserver
 from events_svc.ports import Ports
 from events_svc.routes import catalog, events, mails, public, registrations, service
 from events_svc.routes.deps import (
@@ -230,3 +230,14 @@ def create_app(
     intake = settings.intake_public if intake_public is None else intake_public
     app.include_router(public_router(intake=intake), prefix=BASE_PATH)
     return app
+
+
+def app_from_env() -> FastAPI:
+    """The app built from the environment: the factory `serve --workers N` hands to uvicorn
+    (each worker process builds its own app, pool and scheduler loop)."""
+    settings = Settings.from_env()
+    if not logging.getLogger().handlers:  # a fresh worker process: the same JSON lines
+        handler = logging.StreamHandler()
+        handler.setFormatter(JsonFormatter())
+        logging.basicConfig(level=settings.log_level, handlers=[handler])
+    return create_app(settings)

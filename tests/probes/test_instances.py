@@ -181,3 +181,43 @@ async def test_throttle_windows_are_shared_through_redis_and_survive_its_loss(db
             # Redis gone: each process falls back to its own window; never a 500
             after = [await get(i) for i in range(10)]
             assert 500 not in after and after.count(404) == 8 and after[-2:] == [429, 429]
+
+
+async def test_serve_with_two_workers_answers_and_stops_cleanly(db_url: str, api: Api, admin):
+    import psutil
+
+    ev = (await admin.post("/admin/events", json=event_body(seats_max=0))).json()
+    headers = await api.token("registration:write")
+    port = _port()
+    env = {**os.environ, "EVENTS_DATABASE_URL": db_url, "EVENTS_PORT": str(port)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "events_svc", "serve", "--workers", "2"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        async with aiohttp.ClientSession(headers=headers) as http:
+            while True:
+                assert time.monotonic() < deadline and proc.poll() is None
+                try:
+                    async with http.get(f"http://127.0.0.1:{port}/readyz") as r:
+                        if r.status == 200:
+                            break
+                except aiohttp.ClientError:
+                    await asyncio.sleep(0.2)
+            statuses = []
+            for _ in range(20):
+                async with http.post(
+                    f"http://127.0.0.1:{port}{API}/admin/registrations", json={"event_id": ev["id"]}
+                ) as r:
+                    statuses.append(r.status)
+        assert statuses == [201] * 20
+        workers = [c for c in psutil.Process(proc.pid).children() if "python" in c.name()]
+        assert len(workers) >= 2
+        proc.send_signal(signal.SIGTERM)
+        assert await asyncio.to_thread(proc.wait, 40) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()

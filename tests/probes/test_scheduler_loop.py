@@ -18,7 +18,11 @@ from datetime import UTC, datetime, timedelta
 import httpx
 
 from events_svc import create_app
+from events_svc.adapters.standalone import OutboxQueue, StoreRenderer
 from events_svc.db import create_pool
+from events_svc.observability import Metrics
+from events_svc.ports import Ports
+from events_svc.scheduler import SchedulerLoop
 from events_svc.settings import Settings
 from events_svc.verbs.done_sweep import sweep_done_events
 from tests.probes.conftest import BASE, Api, event_body
@@ -269,3 +273,33 @@ async def test_sigterm_during_a_long_pass_exits_in_time_with_whole_batches(db_ur
     queued = len(await outbox(api))
     assert 50 <= queued < 3000 and queued % 10 == 0  # the batch in hand committed, whole
     await exactly_once(api, queued)
+
+
+class FlakyRenderer:
+    """A host renderer that crashes once (an unexpected error, not a typed refusal)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.inner = StoreRenderer()
+
+    async def render(self, conn, request):  # type: ignore[no-untyped-def]
+        self.calls += 1
+        if self.calls == 1:
+            raise RuntimeError("renderer crashed")
+        return await self.inner.render(conn, request)
+
+
+async def test_a_crashing_pass_is_recorded_and_retried_and_the_loop_survives(settings, api, admin):
+    await due_now(api, admin, 3)
+    metrics = Metrics()
+    flaky = Ports(template_renderer=FlakyRenderer(), mail_queue=OutboxQueue())
+    quick = dataclasses.replace(settings, scheduler_floor_s=1)
+    loop = SchedulerLoop(lambda: api.pool, flaky, quick, lambda: datetime.now(UTC), metrics=metrics)
+    loop.start()
+    try:
+        await asyncio.wait_for(_until_outbox(api, 3), 20)
+    finally:
+        await loop.stop()
+    assert loop.failures == 1 and loop.passes >= 1
+    assert metrics.pass_errors._value.get() == 1
+    await exactly_once(api, 3)
