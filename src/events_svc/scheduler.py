@@ -22,6 +22,7 @@ from typing import Any
 
 import asyncpg
 
+from events_svc.capabilities import CapabilityCodec
 from events_svc.db import Pool
 from events_svc.observability import Metrics
 from events_svc.ports import Ports
@@ -34,8 +35,14 @@ log = logging.getLogger("events_svc.scheduler")
 
 
 def pass_options(settings: Settings) -> PassOptions:
-    return PassOptions(batch=settings.mail_batch, cap=settings.mail_cron_limit,
-                       default_sender=settings.mail_sender)  # fmt: skip
+    return PassOptions(
+        batch=settings.mail_batch,
+        cap=settings.mail_cron_limit,
+        default_sender=settings.mail_sender,
+        codec=CapabilityCodec(settings.capability_secrets),
+        public_base_url=settings.public_base_url,
+        ics_ttl_s=settings.ics_ttl_s,
+    )
 
 
 def next_sweep(now: datetime, at: str) -> datetime:

@@ -91,6 +91,13 @@ def _limit(env: Mapping[str, str], name: str, default: str) -> str:
     return value
 
 
+def _base_url(env: Mapping[str, str], name: str) -> str:
+    value = env.get(name, "").strip().rstrip("/")
+    if value and not value.startswith(("http://", "https://")):
+        raise SettingsError(f"{name}={value!r} must be an absolute http(s) URL")
+    return value
+
+
 def _storage(env: Mapping[str, str], name: str) -> str:
     value = env.get(name, "").strip() or "memory://"
     if not value.startswith(("memory://", "redis://", "rediss://")):
@@ -130,6 +137,7 @@ class Settings:
     rate_limit_capability: str = "60/minute"
     rate_limit_email: str = "10/hour"
     rate_limit_storage: str = "memory://"
+    public_base_url: str = ""
 
     def __post_init__(self) -> None:
         if self.pool_min > self.pool_max:
@@ -176,4 +184,5 @@ class Settings:
             rate_limit_capability=_limit(e, "EVENT_RATE_LIMIT_CAPABILITY", "60/minute"),
             rate_limit_email=_limit(e, "EVENT_RATE_LIMIT_EMAIL", "10/hour"),
             rate_limit_storage=_storage(e, "EVENT_RATE_LIMIT_STORAGE"),
+            public_base_url=_base_url(e, "EVENTS_PUBLIC_BASE_URL"),
         )

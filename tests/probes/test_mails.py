@@ -300,3 +300,27 @@ async def test_moving_the_event_retimes_unsent_work_only(api: Api, admin):
     assert (await mail(admin, pending["id"]))["scheduled_date"].startswith("2027-06-09T09:00")
     assert (await mail(admin, sent["id"]))["count_sent"] == 1
     assert (await run(api, BEGIN)).sent == 0
+
+
+async def test_templates_get_the_attendees_links_when_the_deployment_can_mint_them(api, admin):
+    from events_svc.capabilities import ICS, MY_TICKETS, CapabilityCodec
+
+    codec = CapabilityCodec(("links-secret-0123456789",))
+    ev = (await admin.post("/admin/events", json=event_body())).json()
+    guest = (await people(admin, ev["id"], 1))[0]
+    tpl = await template(admin, body="{{ links.ics }} {{ links.my_tickets }}")
+    await scheduler(admin, ev["id"], tpl)
+    options = PassOptions(
+        batch=50,
+        cap=1000,
+        default_sender="events@example.org",
+        codec=codec,
+        public_base_url="https://events.example.org",
+    )
+    assert (await run_mail_pass(api.pool, ports(api.pool), options, BEGIN)).sent == 1
+    ics_url, tickets_url = (await outbox(api))[0]["body"].split()
+    base = "https://events.example.org/api/v1/event/public"
+    assert ics_url.startswith(f"{base}/ics/") and tickets_url.startswith(f"{base}/my-tickets/")
+    now = datetime.now(UTC)
+    assert codec.open(ICS, ics_url.rsplit("/", 1)[1], now)["e"] == ev["id"]
+    assert codec.open(MY_TICKETS, tickets_url.rsplit("/", 1)[1], now)["r"] == [guest["id"]]

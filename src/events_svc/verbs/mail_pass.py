@@ -22,12 +22,13 @@ import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 from zoneinfo import ZoneInfo
 
 from events_svc.actors import SYSTEM
+from events_svc.capabilities import ICS, MY_TICKETS, CapabilityCodec
 from events_svc.db import Connection, Pool, must, transaction
 from events_svc.ports import (
     MailRefused,
@@ -40,6 +41,7 @@ from events_svc.verbs.audit import write_audit
 from events_svc.verbs.schedules import materialize_slot_children
 
 log = logging.getLogger("events_svc.scheduler")
+PUBLIC_PATH = "/api/v1/event"  # where the public routes live under the public base URL
 
 _ELIGIBLE = "r.state IN ('open', 'done') AND r.active"
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
@@ -67,8 +69,9 @@ LIMIT 1
 FOR UPDATE OF m SKIP LOCKED  -- one instance works a scheduler row at a time
 """
 _RECIPIENT_COLS = """
-    r.id, r.name, r.email, r.phone, r.company_name, r.barcode, r.state::text AS state,
-    t.name AS ticket_name, s.date_begin AS slot_begin, s.date_end AS slot_end
+    r.id, r.event_slot_id, r.name, r.email, r.phone, r.company_name, r.barcode,
+    r.state::text AS state, t.name AS ticket_name,
+    s.date_begin AS slot_begin, s.date_end AS slot_end
 """
 # after_sub: receipts created lazily (chunked) for eligible attendees without one
 _MATERIALIZE = f"""
@@ -210,14 +213,20 @@ class PassOptions:
     batch: int
     cap: int
     default_sender: str
+    # links in the template context: both a codec with a secret and a public base URL
+    codec: CapabilityCodec | None = None
+    public_base_url: str = ""
+    ics_ttl_s: int = 30 * 86400
 
 
 class _Work:
     """One claimed scheduler row inside its batch transaction."""
 
     def __init__(self, conn: Connection, m: dict[str, Any], ports: Ports, sender: str,
-                 now: datetime, force: bool, excluded: list[UUID]) -> None:  # fmt: skip
+                 now: datetime, force: bool, excluded: list[UUID],
+                 options: PassOptions) -> None:  # fmt: skip
         self.conn, self.m, self.ports, self.sender = conn, m, ports, sender
+        self.options = options
         self.now, self.force, self.excluded = now, force, excluded
         self.batch = _Batch()
 
@@ -240,8 +249,21 @@ class _Work:
             },
             "ticket": {"name": r["ticket_name"]} if r["ticket_name"] is not None else None,
             "slot": slot,
-            "links": {"ics": None, "my_tickets": None},
+            "links": self._links(r),
         }
+
+    def _links(self, r: dict[str, Any]) -> dict[str, str | None]:
+        """The attendee's calendar and tickets links, when the deployment can mint them."""
+        codec, base = self.options.codec, self.options.public_base_url
+        if codec is None or not codec.configured or not base:
+            return {"ics": None, "my_tickets": None}
+        event_id = str(self.m["event_id"])
+        slot = str(r["event_slot_id"]) if r.get("event_slot_id") else None
+        expires = self.now + timedelta(seconds=self.options.ics_ttl_s)
+        ics = codec.mint(ICS, {"e": event_id, "s": slot}, expires)
+        tickets = codec.mint(MY_TICKETS, {"e": event_id, "r": [str(r["id"])]}, None)
+        return {"ics": f"{base}{PUBLIC_PATH}/public/ics/{ics}",
+                "my_tickets": f"{base}{PUBLIC_PATH}/public/my-tickets/{tickets}"}  # fmt: skip
 
     def _recipient(self, r: dict[str, Any]) -> str | None:
         if self.m["channel"] == "mail":
@@ -412,7 +434,8 @@ async def run_mail_pass(
                 break
             m = dict(row)
             sender = await _sender(ports, m, options.default_sender)
-            work = _Work(conn, m, ports, sender, now, force, excluded.setdefault(m["id"], []))
+            work = _Work(conn, m, ports, sender, now, force, excluded.setdefault(m["id"], []),
+                         options)  # fmt: skip
             size = min(options.batch, budget)
             if m["kind"] == "after_sub":
                 materialize[m["id"]] = await work.attendee_engine(
