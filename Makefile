@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint migrate bench clean
+.PHONY: run test lint migrate bench fuzz clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required")'
@@ -19,8 +19,7 @@ run: $(STAMP)  ## start the service (embedded PostgreSQL unless EVENTS_DATABASE_
 migrate: $(STAMP)
 	$(BIN)/events-svc migrate
 
-test: $(STAMP)  ## the whole suite against a real PostgreSQL (and a real Redis)
-	scripts/ensure-redis.sh
+test: $(STAMP)  ## the whole suite against a real PostgreSQL (and a real Redis, from a wheel)
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)  ## format check, lint, import contracts, strict typing
@@ -34,3 +33,6 @@ clean:
 
 bench: $(STAMP)  ## the hot-event registration benchmark (embedded PostgreSQL unless EVENTS_BENCH_ADMIN_URL)
 	$(BIN)/python -m bench $(BENCH_ARGS)
+
+fuzz: $(STAMP)  ## the OpenAPI probe with many examples; ends with operations, cases, failures
+	EVENTS_FUZZ_EXAMPLES=$${EVENTS_FUZZ_EXAMPLES:-200} $(BIN)/pytest tests/probes/test_fuzz.py -q $(PYTEST_ARGS)

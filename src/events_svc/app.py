@@ -17,14 +17,15 @@ from typing import Any
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from events_svc import db, errors, migrate
 from events_svc.adapters.standalone import standalone_ports
+from events_svc.bodylimit import BodyLimit
 from events_svc.capabilities import CapabilityCodec
-from events_svc.observability import JsonFormatter, PoolCollector, RequestObserver
+from events_svc.models import ADMIN_ERRORS, PUBLIC_ERRORS, error_responses
+from events_svc.observability import CrashGuard, JsonFormatter, PoolCollector, RequestObserver
 from events_svc.ports import Ports
 from events_svc.routes import catalog, events, mails, public, registrations, service
 from events_svc.routes.deps import (
@@ -41,29 +42,9 @@ log = logging.getLogger("events_svc")
 BASE_PATH = "/api/v1/event"
 
 
-class ErrorDetail(BaseModel):
-    code: str
-    detail: str
-
-
-class ErrorBody(BaseModel):
-    """Every refusal: a stable code, a safe detail, sometimes more fields."""
-
-    error: ErrorDetail
-
-
-_ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
-    code: {"model": ErrorBody, "description": text}
-    for code, text in {
-        401: "unauthenticated",
-        403: "missing_scope",
-        404: "not_found",
-        409: "a conflict with the current state (typed code)",
-        412: "stale_revision",
-        422: "unknown_field, validation_failed, or a typed field refusal",
-        503: "busy or database_unavailable (Retry-After)",
-    }.items()
-}
+# Declared on every route with the one error body; declaring 422 also keeps FastAPI
+# from documenting its own validation body, which this service never sends.
+_ERROR_RESPONSES: dict[int | str, dict[str, Any]] = error_responses(*ADMIN_ERRORS)
 
 
 def admin_router() -> APIRouter:
@@ -80,7 +61,7 @@ def admin_router() -> APIRouter:
 def public_router(*, intake: bool = False) -> APIRouter:
     """The capability-carried public tree (no actor), without the base path; with
     `intake` the public registration route too."""
-    router = APIRouter(responses=_ERROR_RESPONSES)
+    router = APIRouter(responses=error_responses(*PUBLIC_ERRORS))
     router.include_router(public.router)
     if intake:
         router.include_router(public.intake_router)
@@ -113,16 +94,49 @@ def _error_response(exc: errors.DomainError) -> JSONResponse:
     return JSONResponse(exc.body(), status_code=exc.status, headers=exc.response_headers())
 
 
+# pydantic error types raised by our own field types (models/base.py), as typed refusals
+_TYPED_REFUSALS: dict[str, type[errors.DomainError]] = {
+    "date_out_of_range": errors.DateOutOfRange,
+    "phone_invalid": errors.PhoneInvalid,
+}
+
+
+def _invalid_json(exc: RequestValidationError, position: Any) -> errors.DomainError:
+    """Where the JSON broke, as line and column (1-based); never the body itself."""
+    doc = exc.body
+    text = doc.decode("utf-8", "replace") if isinstance(doc, bytes) else doc
+    text = text if isinstance(text, str) else ""
+    pos = position if isinstance(position, int) else 0
+    line = text.count("\n", 0, pos) + 1
+    column = pos - (text.rfind("\n", 0, pos) + 1) + 1
+    return errors.InvalidJson(
+        f"The body is not valid JSON (line {line}, column {column}).", line=line, column=column
+    )
+
+
 def _validation_error(exc: RequestValidationError) -> errors.DomainError:
-    problems = []
+    """One refusal for a request that does not validate: unknown_field first, then a
+    typed refusal, else validation_failed listing every problem (first one in `field`).
+    Input values are never echoed: they may hold an email or a phone number."""
+    problems: list[dict[str, Any]] = []
+    typed: errors.DomainError | None = None
     for err in exc.errors():
-        loc = [str(p) for p in err.get("loc", ())]
+        kind = str(err.get("type", ""))
+        raw_loc = tuple(err.get("loc", ()))
+        if kind == "json_invalid":
+            return _invalid_json(exc, raw_loc[1] if len(raw_loc) > 1 else 0)
+        loc = [str(p) for p in raw_loc]
         field = ".".join(loc[1:]) if len(loc) > 1 else ".".join(loc)
-        if err.get("type") == "extra_forbidden":
+        if kind == "extra_forbidden":
             return errors.UnknownField(f"Unknown field: {field}.", field=field)
-        # never echo the input: it may hold an email or a phone number
-        problems.append({"field": field, "message": err.get("msg", ""), "type": err.get("type")})
-    return errors.ValidationFailed(errors=problems)
+        if kind in _TYPED_REFUSALS and typed is None:
+            refusal = _TYPED_REFUSALS[kind]
+            typed = refusal(" ".join((refusal.__doc__ or kind).split()), field=field)
+        problems.append({"field": field, "message": err.get("msg", ""), "type": kind})
+    if typed is not None:
+        return typed
+    first = problems[0]["field"] if problems else None
+    return errors.ValidationFailed(field=first, errors=problems)
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -138,19 +152,16 @@ def install_error_handlers(app: FastAPI) -> None:
 
     async def http(_: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)
+        if exc.status_code == 400 and isinstance(exc.__cause__, ValueError):
+            # the framework could not even decode the body (not UTF-8): malformed JSON too
+            return _error_response(errors.InvalidJson("The body is not UTF-8 encoded JSON."))
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
         body = {"error": {"code": code, "detail": str(exc.detail)}}
         return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
 
-    async def crash(_: Request, exc: Exception) -> JSONResponse:
-        log.exception("unhandled error", exc_info=exc)
-        body = {"error": {"code": "internal_error", "detail": "An internal error occurred."}}
-        return JSONResponse(body, status_code=500)
-
     app.add_exception_handler(errors.DomainError, domain)
     app.add_exception_handler(RequestValidationError, validation)
     app.add_exception_handler(StarletteHTTPException, http)
-    app.add_exception_handler(Exception, crash)
 
 
 @asynccontextmanager
@@ -221,6 +232,10 @@ def create_app(
     ctx.ports = ports if ports is not None else standalone_ports()
     app.state.events = ctx
     install_error_handlers(app)
+    # innermost first: an unhandled error becomes one logged 500, which the outer layers
+    # then mark private and log as a request; oversized bodies never reach a route
+    app.add_middleware(CrashGuard)
+    app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
     app.add_middleware(_ProtectHeaders)
     app.add_middleware(RequestObserver, metrics=ctx.metrics)
     ctx.metrics.registry.register(PoolCollector(ctx.db))

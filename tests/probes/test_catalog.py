@@ -58,11 +58,15 @@ async def test_tags_belong_to_categories_and_events_carry_them(admin: httpx.Asyn
 async def test_types_validate_timezone_and_seats(admin: httpx.AsyncClient):
     r = await admin.post("/admin/types", json={"name": "T", "date_tz": "Nowhere/City"})
     assert r.status_code == 422 and r.json()["error"]["code"] == "invalid_timezone"
-    r = await admin.post("/admin/types", json={"name": "T", "seats_max": -1})
-    assert r.status_code == 422 and r.json()["error"]["code"] == "seats_max_negative"
+    r = await admin.post("/admin/types", json={"name": "T", "seats_max": -1})  # the model's bound
+    assert r.status_code == 422 and r.json()["error"]["code"] == "validation_failed"
+    assert r.json()["error"]["field"] == "seats_max"
     t = (await admin.post("/admin/types", json={"name": "T"})).json()
     r = await admin.post(f"/admin/types/{t['id']}/tickets", json={"name": "A",
                          "limit_max_per_order": 31})  # fmt: skip
+    assert r.status_code == 422 and r.json()["error"]["field"] == "limit_max_per_order"
+    r = await admin.post(f"/admin/types/{t['id']}/tickets", json={"name": "A", "seats_max": 2,
+                         "limit_max_per_order": 3})  # fmt: skip
     assert r.status_code == 422 and r.json()["error"]["code"] == "per_order_cap_out_of_range"
     line = (await admin.post(f"/admin/types/{t['id']}/tickets", json={"name": "A"})).json()
     ticket_id = line["tickets"][0]["id"]

@@ -35,7 +35,7 @@ def code(r: httpx.Response) -> str:
 async def test_register_answers_201_with_barcode_version_and_company(api: Api, admin):
     company = uuid.uuid4()
     ev = await make_event(admin, company_id=str(company))
-    r = await reg(admin, ev["id"], name="Ada Lovelace", email="ada@example.org", phone="+44 123")
+    r = await reg(admin, ev["id"], name="Ada Lovelace", email="ada@example.org", phone="+44 1234")
     assert r.status_code == 201, r.text
     body = r.json()
     assert body["state"] == "open" and body["version"] == 1 and body["active"] is True

@@ -1,4 +1,5 @@
-"""What every route depends on: the service context, the actor, scopes, If-Match."""
+"""What every route depends on: the service context, the actor, scopes, If-Match, the
+bounded list parameters, and `answer` (a view built once and serialised once)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import Depends, Header, Request, Response
+from fastapi import Depends, Header, Query, Request, Response
+from pydantic import BaseModel
 
 from events_svc import errors
 from events_svc.actors import Actor
 from events_svc.capabilities import CapabilityCodec
 from events_svc.db import Pool
+from events_svc.models import View
 from events_svc.observability import Metrics
 from events_svc.ports import Ports
 from events_svc.settings import Settings
@@ -109,8 +112,34 @@ async def parse_if_match(if_match: Annotated[str | None, Header()] = None) -> in
 IfMatch = Annotated[int | None, Depends(parse_if_match)]
 
 
-def with_etag(response: Response, version: int) -> None:
-    response.headers["ETag"] = f'"{version}"'
+# Lists: `limit` 1..200 (default 50) and an opaque cursor; free-text filters are bounded.
+Limit = Annotated[int | None, Query(ge=1, le=200, description="1 to 200; default 50")]
+Cursor = Annotated[str | None, Query(max_length=512, description="next_cursor of a page")]
+SearchText = Annotated[str | None, Query(max_length=200)]
+BarcodeText = Annotated[str | None, Query(max_length=64)]
+
+
+def answer(
+    view: type[View],
+    data: Any,
+    *,
+    status_code: int = 200,
+    etag: int | None = None,
+    exclude_none: bool = False,
+) -> Response:
+    """The answer body: the verb's dict validated once into its view and serialised once.
+
+    Routes declare the same view as `response_model` for the OpenAPI document; returning
+    a Response keeps FastAPI from dumping and validating the body a second time.
+    """
+    built: BaseModel = view.model_validate(data if isinstance(data, dict) else dict(data))
+    headers = {"ETag": f'"{etag}"'} if etag is not None else None
+    return Response(
+        built.model_dump_json(exclude_none=exclude_none),
+        status_code=status_code,
+        media_type="application/json",
+        headers=headers,
+    )
 
 
 def no_nul(value: str | None, name: str) -> str | None:

@@ -2,109 +2,150 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 from uuid import UUID
 
-from fastapi import APIRouter, status
+from fastapi import APIRouter, Response, status
 
 from events_svc import errors
 from events_svc.actors import Actor
-from events_svc.models import MailCreate, MailPatch, TemplateCreate, TemplatePatch
-from events_svc.routes.deps import Ctx, require
+from events_svc.models import (
+    MailCreate,
+    MailPatch,
+    MailRunView,
+    MailView,
+    OutboxMessage,
+    Page,
+    RunSummary,
+    TemplateCreate,
+    TemplateDeleted,
+    TemplatePatch,
+    TemplateView,
+)
+from events_svc.routes.deps import Ctx, Cursor, Limit, ServiceContext, answer, require
 from events_svc.scheduler import pass_options
 from events_svc.verbs import mails as verbs
+from events_svc.verbs.mail_engines import unavailable_links
 from events_svc.verbs.mail_pass import run_mail_pass
 
 router = APIRouter(tags=["communication"])
+
+
+def _links_unavailable(ctx: ServiceContext) -> list[str]:
+    """The template context links this deployment cannot mint (they render empty)."""
+    return unavailable_links(ctx.codec, ctx.settings.public_base_url)
+
 
 Read = Annotated[Actor, require("event:read")]
 Write = Annotated[Actor, require("event:write")]
 Run = Annotated[Actor, require("scheduler:run")]
 TemplateWrite = Annotated[Actor, require("template:write")]
+RegistrationRead = Annotated[Actor, require("registration:read")]
 
 
-@router.get("/admin/mails")
-async def list_mails(ctx: Ctx, actor: Read, event_id: UUID) -> dict[str, Any]:
-    return await verbs.list_mails(ctx.db(), actor, event_id)
+@router.get("/admin/mails", response_model=Page[MailView])
+async def list_mails(ctx: Ctx, actor: Read, event_id: UUID) -> Response:
+    return answer(Page[MailView], await verbs.list_mails(ctx.db(), actor, event_id))
 
 
-@router.post("/admin/mails", status_code=status.HTTP_201_CREATED)
-async def create_mail(ctx: Ctx, actor: Write, body: MailCreate) -> dict[str, Any]:
-    return await verbs.create_mail(ctx.db(), actor, body, ctx.clock())
+@router.post("/admin/mails", status_code=status.HTTP_201_CREATED, response_model=MailView)
+async def create_mail(ctx: Ctx, actor: Write, body: MailCreate) -> Response:
+    view = await verbs.create_mail(
+        ctx.db(), actor, body, ctx.clock(), templates=ctx.ports.template_renderer
+    )
+    return answer(MailView, view, status_code=201)
 
 
-@router.get("/admin/mails/{mail_id}")
-async def get_mail(ctx: Ctx, actor: Read, mail_id: UUID) -> dict[str, Any]:
-    return await verbs.get_mail(ctx.db(), actor, mail_id)
+@router.get("/admin/mails/{mail_id}", response_model=MailView)
+async def get_mail(ctx: Ctx, actor: Read, mail_id: UUID) -> Response:
+    return answer(MailView, await verbs.get_mail(ctx.db(), actor, mail_id))
 
 
-@router.patch("/admin/mails/{mail_id}")
-async def patch_mail(ctx: Ctx, actor: Write, mail_id: UUID, body: MailPatch) -> dict[str, Any]:
-    return await verbs.patch_mail(ctx.db(), actor, mail_id, body.given(), ctx.clock())
+@router.patch("/admin/mails/{mail_id}", response_model=MailView)
+async def patch_mail(ctx: Ctx, actor: Write, mail_id: UUID, body: MailPatch) -> Response:
+    view = await verbs.patch_mail(
+        ctx.db(), actor, mail_id, body.given(), ctx.clock(), templates=ctx.ports.template_renderer
+    )
+    return answer(MailView, view)
 
 
-@router.post("/admin/mails/{mail_id}/run")
-async def run_mail(ctx: Ctx, actor: Run, mail_id: UUID) -> dict[str, Any]:
+@router.post("/admin/mails/{mail_id}/run", response_model=MailRunView)
+async def run_mail(ctx: Ctx, actor: Run, mail_id: UUID) -> Response:
     """Run this row now (even before its due time) through the pass's own claims."""
     await verbs.get_mail(ctx.db(), actor, mail_id)  # 404 across companies
     summary = await run_mail_pass(ctx.db(), ctx.ports, pass_options(ctx.settings), ctx.clock(),
                                   mail_id=mail_id, force=True)  # fmt: skip
     ctx.metrics.observe_pass(summary)
-    return {"summary": summary.as_dict(), "mail": await verbs.get_mail(ctx.db(), actor, mail_id)}
+    mail = await verbs.get_mail(ctx.db(), actor, mail_id)
+    return answer(MailRunView, {"summary": summary.as_dict(), "mail": mail})
 
 
-@router.post("/admin/schedulers/run")
-async def run_schedulers(ctx: Ctx, actor: Run) -> dict[str, Any]:
+@router.post("/admin/schedulers/run", response_model=RunSummary)
+async def run_schedulers(ctx: Ctx, actor: Run) -> Response:
     """One full pass now: everything due."""
     if actor.company_id is not None:
         raise errors.MissingScope("A full pass is for platform operators.", scope="scheduler:run")
     summary = await run_mail_pass(ctx.db(), ctx.ports, pass_options(ctx.settings), ctx.clock())
     ctx.metrics.observe_pass(summary)
-    return summary.as_dict()
+    return answer(RunSummary, summary.as_dict())
 
 
-@router.get("/admin/templates")
+@router.get("/admin/templates", response_model=Page[TemplateView])
 async def list_templates(
-    ctx: Ctx, actor: Read, limit: int | None = None, cursor: str | None = None
-) -> dict[str, Any]:
-    return await verbs.list_templates(ctx.db(), limit=limit, cursor=cursor)
+    ctx: Ctx, actor: Read, limit: Limit = None, cursor: Cursor = None
+) -> Response:
+    page = await verbs.list_templates(
+        ctx.db(), links_unavailable=_links_unavailable(ctx), limit=limit, cursor=cursor
+    )
+    return answer(Page[TemplateView], page)
 
 
-@router.post("/admin/templates", status_code=status.HTTP_201_CREATED)
-async def create_template(ctx: Ctx, actor: TemplateWrite, body: TemplateCreate) -> dict[str, Any]:
-    return await verbs.create_template(ctx.db(), actor, body, ctx.clock())
+@router.post("/admin/templates", status_code=status.HTTP_201_CREATED, response_model=TemplateView)
+async def create_template(ctx: Ctx, actor: TemplateWrite, body: TemplateCreate) -> Response:
+    view = await verbs.create_template(
+        ctx.db(), actor, body, ctx.clock(), links_unavailable=_links_unavailable(ctx)
+    )
+    return answer(TemplateView, view, status_code=201)
 
 
-@router.get("/admin/templates/{template_id}")
-async def get_template(ctx: Ctx, actor: Read, template_id: UUID) -> dict[str, Any]:
-    return await verbs.get_template(ctx.db(), template_id)
+@router.get("/admin/templates/{template_id}", response_model=TemplateView)
+async def get_template(ctx: Ctx, actor: Read, template_id: UUID) -> Response:
+    view = await verbs.get_template(
+        ctx.db(), template_id, links_unavailable=_links_unavailable(ctx)
+    )
+    return answer(TemplateView, view)
 
 
-@router.patch("/admin/templates/{template_id}")
+@router.patch("/admin/templates/{template_id}", response_model=TemplateView)
 async def patch_template(
     ctx: Ctx, actor: TemplateWrite, template_id: UUID, body: TemplatePatch
-) -> dict[str, Any]:
-    return await verbs.patch_template(ctx.db(), actor, template_id, body.given(), ctx.clock())
+) -> Response:
+    view = await verbs.patch_template(
+        ctx.db(), actor, template_id, body.given(), ctx.clock(),
+        links_unavailable=_links_unavailable(ctx),
+    )  # fmt: skip
+    return answer(TemplateView, view)
 
 
-@router.delete("/admin/templates/{template_id}")
-async def delete_template(ctx: Ctx, actor: TemplateWrite, template_id: UUID) -> dict[str, Any]:
+@router.delete("/admin/templates/{template_id}", response_model=TemplateDeleted)
+async def delete_template(ctx: Ctx, actor: TemplateWrite, template_id: UUID) -> Response:
     """Deletes the template and the scheduler lines that use it; answers the counts."""
-    return await verbs.delete_template(ctx.db(), actor, template_id)
+    return answer(TemplateDeleted, await verbs.delete_template(ctx.db(), actor, template_id))
 
 
-@router.get("/admin/outbox")
+@router.get("/admin/outbox", response_model=Page[OutboxMessage])
 async def list_outbox(
     ctx: Ctx,
-    actor: Read,
+    actor: RegistrationRead,
     event_id: UUID,
     pii: Literal["masked", "full"] = "masked",
-    limit: int | None = None,
-    cursor: str | None = None,
-) -> dict[str, Any]:
+    limit: Limit = None,
+    cursor: Cursor = None,
+) -> Response:
     full = pii == "full"
     if full and not actor.has("registration:pii"):
         raise errors.MissingScope("pii=full needs the registration:pii scope.",
                                   scope="registration:pii")  # fmt: skip
-    return await verbs.list_outbox(ctx.db(), actor, event_id, pii_full=full, limit=limit,
+    page = await verbs.list_outbox(ctx.db(), actor, event_id, pii_full=full, limit=limit,
                                    cursor=cursor)  # fmt: skip
+    return answer(Page[OutboxMessage], page)

@@ -2,15 +2,26 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 from uuid import UUID
 
 from fastapi import APIRouter, Request, Response, status
 
 from events_svc import errors
 from events_svc.actors import Actor
-from events_svc.models import AttendeeInput, IcsMint, IntakeBody, IntakeMint, MyTicketsMint
-from events_svc.routes.deps import Ctx, ServiceContext, require
+from events_svc.models import (
+    PUBLIC_ERRORS,
+    AttendeeInput,
+    CapabilityView,
+    IcsMint,
+    IntakeAnswer,
+    IntakeBody,
+    IntakeMint,
+    MyTicketsMint,
+    MyTicketsView,
+    json_error_responses,
+)
+from events_svc.routes.deps import Ctx, ServiceContext, answer, require
 from events_svc.verbs import public as verbs
 from events_svc.verbs.register import register
 
@@ -33,7 +44,21 @@ def _url(request: Request, name: str, capability: str) -> str:
     return str(request.url_for(name, capability=capability))
 
 
-@router.get("/public/ics/{capability}", name="public_ics", response_class=Response)
+class CalendarResponse(Response):
+    media_type = "text/calendar"
+
+
+# Capabilities are not bounded in the schema on purpose: an overlong token is one more
+# tampered link, answered by the uniform 404 after the throttle counted it.
+@router.get(
+    "/public/ics/{capability}",
+    name="public_ics",
+    response_class=CalendarResponse,
+    responses={
+        200: {"description": "The event's iCalendar document (event.ics)"},
+        **json_error_responses(*PUBLIC_ERRORS),
+    },
+)
 async def public_ics(ctx: Ctx, request: Request, capability: str) -> Response:
     await _guard(ctx, request, "ics", capability)
     body = await verbs.calendar(ctx.db(), ctx.codec, capability, ctx.clock())
@@ -44,20 +69,26 @@ async def public_ics(ctx: Ctx, request: Request, capability: str) -> Response:
     )
 
 
-@router.get("/public/my-tickets/{capability}", name="public_my_tickets")
-async def public_my_tickets(ctx: Ctx, request: Request, capability: str) -> dict[str, Any]:
+@router.get(
+    "/public/my-tickets/{capability}", name="public_my_tickets", response_model=MyTicketsView
+)
+async def public_my_tickets(ctx: Ctx, request: Request, capability: str) -> Response:
     await _guard(ctx, request, "my-tickets", capability)
     view = await verbs.my_tickets(ctx.db(), ctx.codec, capability, ctx.clock(),
                                   ctx.settings.ics_ttl_s)  # fmt: skip
     for item in view["registrations"]:
         item["ics_url"] = _url(request, "public_ics", item.pop("ics_token"))
-    return view
+    return answer(MyTicketsView, view)
 
 
-@intake_router.post("/intake/{event_id_or_capability}", status_code=status.HTTP_201_CREATED)
+@intake_router.post(
+    "/intake/{event_id_or_capability}",
+    status_code=status.HTTP_201_CREATED,
+    response_model=IntakeAnswer,
+)
 async def public_intake(
     ctx: Ctx, request: Request, event_id_or_capability: str, body: IntakeBody
-) -> dict[str, Any]:
+) -> Response:
     """Register attendees through the one register verb (the intake allowlist in front)."""
     await _guard(ctx, request, "intake", event_id_or_capability)
     if ctx.throttle is not None:
@@ -78,7 +109,7 @@ async def public_intake(
     ids = [r["id"] for r in result.registrations]
     token = verbs.tickets_token(ctx.codec, event_id, ids)
     first = result.registrations[0]
-    return {
+    intake = {
         "registration_id": first["id"],
         "state": first["state"],
         "registrations": [
@@ -86,12 +117,13 @@ async def public_intake(
         ],
         "my_tickets_url": _url(request, "public_my_tickets", token),
     }
+    return answer(IntakeAnswer, intake, status_code=201)
 
 
-@mint_router.post("/admin/events/{event_id}/capabilities/ics")
+@mint_router.post("/admin/events/{event_id}/capabilities/ics", response_model=CapabilityView)
 async def mint_ics(
     ctx: Ctx, actor: Mint, request: Request, event_id: UUID, body: IcsMint | None = None
-) -> dict[str, Any]:
+) -> Response:
     if not ctx.codec.configured:
         raise errors.CapabilitySecretNotConfigured()
     spec = body or IcsMint()
@@ -99,24 +131,26 @@ async def mint_ics(
         ctx.db(), actor, ctx.codec, event_id, spec.slot_id,
         spec.ttl_seconds or ctx.settings.ics_ttl_s, ctx.clock(),
     )  # fmt: skip
-    return {"token": token, "url": _url(request, "public_ics", token), "expires_at": expires}
+    link = {"token": token, "url": _url(request, "public_ics", token), "expires_at": expires}
+    return answer(CapabilityView, link)
 
 
-@mint_router.post("/admin/events/{event_id}/capabilities/my-tickets")
+@mint_router.post("/admin/events/{event_id}/capabilities/my-tickets", response_model=CapabilityView)
 async def mint_my_tickets(
     ctx: Ctx, actor: Mint, request: Request, event_id: UUID, body: MyTicketsMint
-) -> dict[str, Any]:
+) -> Response:
     if not ctx.codec.configured:
         raise errors.CapabilitySecretNotConfigured()
     token = await verbs.mint_my_tickets(ctx.db(), actor, ctx.codec, event_id,
                                         body.registration_ids)  # fmt: skip
-    return {"token": token, "url": _url(request, "public_my_tickets", token), "expires_at": None}
+    link = {"token": token, "url": _url(request, "public_my_tickets", token), "expires_at": None}
+    return answer(CapabilityView, link)
 
 
-@mint_router.post("/admin/events/{event_id}/capabilities/intake")
+@mint_router.post("/admin/events/{event_id}/capabilities/intake", response_model=CapabilityView)
 async def mint_intake(
     ctx: Ctx, actor: Mint, request: Request, event_id: UUID, body: IntakeMint | None = None
-) -> dict[str, Any]:
+) -> Response:
     if not ctx.codec.configured:
         raise errors.CapabilitySecretNotConfigured()
     spec = body or IntakeMint()
@@ -124,4 +158,4 @@ async def mint_intake(
                                              spec.ttl_seconds or ctx.settings.intake_ttl_s,
                                              ctx.clock())  # fmt: skip
     url = str(request.url_for("public_intake", event_id_or_capability=token))
-    return {"token": token, "url": url, "expires_at": expires}
+    return answer(CapabilityView, {"token": token, "url": url, "expires_at": expires})

@@ -10,8 +10,18 @@ from fastapi import APIRouter, Response, status
 
 from events_svc import errors
 from events_svc.actors import Actor
-from events_svc.models import AttendeeInput, RegistrationCreate, RegistrationPatch
-from events_svc.routes.deps import Ctx, IfMatch, no_nul, require, with_etag
+from events_svc.models import Page, RegistrationCreate, RegistrationPatch, RegistrationView
+from events_svc.routes.deps import (
+    BarcodeText,
+    Ctx,
+    Cursor,
+    IfMatch,
+    Limit,
+    SearchText,
+    answer,
+    no_nul,
+    require,
+)
 from events_svc.verbs import registrations as verbs
 from events_svc.verbs.pii import mask_registration
 from events_svc.verbs.register import register
@@ -33,77 +43,75 @@ def _pii_full(actor: Actor, pii: PiiMode) -> bool:
     return True
 
 
-def _answer(response: Response, view: dict[str, Any], full: bool) -> dict[str, Any]:
-    with_etag(response, view["version"])
-    return view if full else mask_registration(view)
+def _answer(view: dict[str, Any], full: bool, status_code: int = 200) -> Response:
+    shown = view if full else mask_registration(view)
+    return answer(RegistrationView, shown, status_code=status_code, etag=view["version"])
 
 
-@router.post("/admin/registrations", status_code=status.HTTP_201_CREATED)
+@router.post(
+    "/admin/registrations", status_code=status.HTTP_201_CREATED, response_model=RegistrationView
+)
 async def create_registration(
-    ctx: Ctx, actor: Write, body: RegistrationCreate, response: Response, pii: PiiMode = "masked"
-) -> dict[str, Any]:
+    ctx: Ctx, actor: Write, body: RegistrationCreate, pii: PiiMode = "masked"
+) -> Response:
     full = _pii_full(actor, pii)
-    attendee = AttendeeInput(
-        name=body.name, email=body.email, phone=body.phone, company_name=body.company_name,
-        answers=body.answers,
-    )  # fmt: skip
     try:
+        # the body is an AttendeeInput already: no second validation on the hot path
         result = await register(
-            ctx.db(), actor, body.event_id, [attendee], ctx.clock(), slot_id=body.event_slot_id,
+            ctx.db(), actor, body.event_id, [body], ctx.clock(), slot_id=body.event_slot_id,
             ticket_id=body.event_ticket_id, partner_id=body.partner_id,
         )  # fmt: skip
     except errors.DomainError as refused:
         ctx.metrics.observe_registration(refused.code)
         raise
     ctx.metrics.observe_registration("created")
-    return _answer(response, result.registrations[0], full)
+    return _answer(result.registrations[0], full, status_code=201)
 
 
-@router.get("/admin/registrations")
+@router.get("/admin/registrations", response_model=Page[RegistrationView])
 async def list_registrations(
     ctx: Ctx,
     actor: Read,
     event_id: UUID,
     state: verbs.State | None = None,
     active: bool | None = None,
-    q: str | None = None,
-    barcode: str | None = None,
+    q: SearchText = None,
+    barcode: BarcodeText = None,
     pii: PiiMode = "masked",
-    limit: int | None = None,
-    cursor: str | None = None,
-) -> dict[str, Any]:
-    return await verbs.list_registrations(
+    limit: Limit = None,
+    cursor: Cursor = None,
+) -> Response:
+    page = await verbs.list_registrations(
         ctx.db(), actor, event_id, state=state, active=active, q=no_nul(q, "q"),
         barcode=no_nul(barcode, "barcode"), pii_full=_pii_full(actor, pii), limit=limit,
         cursor=cursor,
     )  # fmt: skip
+    return answer(Page[RegistrationView], page)
 
 
-@router.get("/admin/registrations/{registration_id}")
+@router.get("/admin/registrations/{registration_id}", response_model=RegistrationView)
 async def get_registration(
-    ctx: Ctx, actor: Read, registration_id: UUID, response: Response, pii: PiiMode = "masked"
-) -> dict[str, Any]:
+    ctx: Ctx, actor: Read, registration_id: UUID, pii: PiiMode = "masked"
+) -> Response:
     full = _pii_full(actor, pii)
     view = await verbs.get_registration(ctx.db(), actor, registration_id, pii_full=full)
-    with_etag(response, view["version"])
-    return view
+    return answer(RegistrationView, view, etag=view["version"])
 
 
-@router.patch("/admin/registrations/{registration_id}")
+@router.patch("/admin/registrations/{registration_id}", response_model=RegistrationView)
 async def patch_registration(
     ctx: Ctx,
     actor: Write,
     registration_id: UUID,
     body: RegistrationPatch,
     if_match: IfMatch,
-    response: Response,
     pii: PiiMode = "masked",
-) -> dict[str, Any]:
+) -> Response:
     full = _pii_full(actor, pii)
     view = await verbs.patch_registration(
         ctx.db(), actor, registration_id, body, ctx.clock(), if_match=if_match
     )
-    return _answer(response, view, full)
+    return _answer(view, full)
 
 
 Action = Callable[[Ctx, Actor, UUID, IfMatch], Awaitable[dict[str, Any]]]
@@ -117,14 +125,14 @@ def _action_route(path: str, run: Action) -> None:
         actor: Write,
         registration_id: UUID,
         if_match: IfMatch,
-        response: Response,
         pii: PiiMode = "masked",
-    ) -> dict[str, Any]:
+    ) -> Response:
         full = _pii_full(actor, pii)
-        return _answer(response, await run(ctx, actor, registration_id, if_match), full)
+        return _answer(await run(ctx, actor, registration_id, if_match), full)
 
     router.add_api_route(f"/admin/registrations/{{registration_id}}/{path}", change,
-                         methods=["POST"], name=f"registration_{path}")  # fmt: skip
+                         methods=["POST"], name=f"registration_{path}",
+                         response_model=RegistrationView)  # fmt: skip
 
 
 def _to_state(target: verbs.State) -> Action:
@@ -149,12 +157,14 @@ _action_route("archive", _to_active(False))
 _action_route("unarchive", _to_active(True))
 
 
-@router.post("/admin/registrations/{registration_id}/sync-from-partner")
+@router.post(
+    "/admin/registrations/{registration_id}/sync-from-partner", response_model=RegistrationView
+)
 async def sync_from_partner(
-    ctx: Ctx, actor: Write, registration_id: UUID, response: Response, pii: PiiMode = "masked"
-) -> dict[str, Any]:
+    ctx: Ctx, actor: Write, registration_id: UUID, pii: PiiMode = "masked"
+) -> Response:
     full = _pii_full(actor, pii)
     view = await verbs.sync_from_partner(
         ctx.db(), actor, registration_id, ctx.ports.partner_directory, ctx.clock()
     )
-    return _answer(response, view, full)
+    return _answer(view, full)

@@ -1,4 +1,4 @@
-"""Service routes: liveness and readiness."""
+"""Service routes: liveness and readiness (GET and HEAD), and the metrics scrape."""
 
 from __future__ import annotations
 
@@ -6,26 +6,32 @@ import asyncio
 from typing import Any
 
 from fastapi import APIRouter, Response
-from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from events_svc import errors, migrate
 from events_svc.db import connection
-from events_svc.routes.deps import Ctx
-from events_svc.verbs.mail_pass import next_due
+from events_svc.models import HealthView, ReadyView
+from events_svc.routes.deps import Ctx, answer
+from events_svc.verbs.mail_pass import count_failing_lines, next_due
 
 router = APIRouter(tags=["service"])
 
 
-@router.get("/healthz")
-async def healthz() -> dict[str, str]:
+@router.get("/healthz", response_model=HealthView)
+async def healthz() -> Response:
     """200 while the process lives."""
-    return {"status": "ok"}
+    return answer(HealthView, {"status": "ok"})
 
 
-@router.get("/readyz", response_model=None)
-async def readyz(ctx: Ctx) -> JSONResponse | dict[str, Any]:
+_UNREADY: dict[int | str, dict[str, Any]] = {
+    503: {"model": ReadyView, "description": "unavailable, with the reason"}
+}
+
+
+@router.get("/readyz", response_model=ReadyView, responses=_UNREADY)
+async def readyz(ctx: Ctx) -> Response:
     """200 when the database answers and every migration is applied, else 503."""
+    unready: dict[str, Any] = {"status": "unavailable"}
     try:
         async with asyncio.timeout(ctx.settings.connect_timeout_s):
             async with connection(ctx.db()) as conn:
@@ -34,22 +40,28 @@ async def readyz(ctx: Ctx) -> JSONResponse | dict[str, Any]:
         reason = exc.code if isinstance(exc, errors.DomainError) else "migrations_invalid"
         if isinstance(exc, TimeoutError):
             reason = "database_unavailable"
-        return JSONResponse({"status": "unavailable", "reason": reason}, status_code=503)
+        unready["reason"] = reason
+        return answer(ReadyView, unready, status_code=503, exclude_none=True)
     if waiting:
-        return JSONResponse(
-            {"status": "unavailable", "reason": "migrations_pending", "pending": waiting},
-            status_code=503,
-        )
-    return {"status": "ready"}
+        unready.update(reason="migrations_pending", pending=waiting)
+        return answer(ReadyView, unready, status_code=503)
+    return answer(ReadyView, {"status": "ready"}, exclude_none=True)
+
+
+# HEAD answers like GET (status and headers; servers send no body); probes of load
+# balancers use it. Left out of the OpenAPI document, which describes GET.
+router.add_api_route("/healthz", healthz, methods=["HEAD"], include_in_schema=False)
+router.add_api_route("/readyz", readyz, methods=["HEAD"], include_in_schema=False)
 
 
 @router.get("/metrics", response_class=Response, include_in_schema=False)
 async def metrics(ctx: Ctx) -> Response:
-    """Prometheus text format; the scheduler lag is measured at scrape time."""
+    """Prometheus text format; the scheduler lag and failing lines are read at scrape time."""
     now = ctx.clock()
     try:
         due = await next_due(ctx.db(), now)
         ctx.metrics.lag.set(max(0.0, (now - due).total_seconds()) if due else 0.0)
+        ctx.metrics.lines_failing.set(await count_failing_lines(ctx.db()))
     except errors.DomainError:
         pass  # the database is away: the other metrics still answer
     return Response(generate_latest(ctx.metrics.registry), media_type=CONTENT_TYPE_LATEST)

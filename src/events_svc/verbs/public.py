@@ -10,7 +10,7 @@ another event: nothing tells one case from another. Public reads write nothing.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import UTC, date, datetime, timedelta, tzinfo
 from typing import Any
 from uuid import UUID
 from zoneinfo import ZoneInfo
@@ -23,6 +23,7 @@ from events_svc.actors import Actor
 from events_svc.capabilities import ICS, INTAKE, MY_TICKETS, CapabilityCodec
 from events_svc.db import Pool, connection, transaction
 from events_svc.verbs.audit import write_audit
+from events_svc.verbs.common import in_zone
 from events_svc.verbs.events import get_event_row
 
 PUBLIC_INTAKE = Actor(id="public-intake", kind="public")
@@ -140,9 +141,33 @@ async def calendar(pool: Pool, codec: CapabilityCodec, token: str, now: datetime
     return build_calendar(dict(row), dict(slot) if slot else None)
 
 
+_ZONED_SPAN = timedelta(days=3660)
+
+
 def build_calendar(event: dict[str, Any], slot: dict[str, Any] | None) -> bytes:
-    """VCALENDAR with one VEVENT in the event's zone (with its VTIMEZONE)."""
-    tz = ZoneInfo(event["date_tz"])
+    """VCALENDAR with one VEVENT in the event's zone (with its VTIMEZONE). At the edges
+    of the calendar (local times before year 1 or after 9999, or a VTIMEZONE that cannot
+    be computed there) the same instants are written in UTC, which always exists."""
+    begin, end = (slot["date_begin"], slot["date_end"]) if slot else (
+        event["date_begin"], event["date_end"])  # fmt: skip
+    zone = ZoneInfo(event["date_tz"])
+    local = (in_zone(begin, zone), in_zone(end, zone))
+    # a VTIMEZONE grows with every year of rules it spans: past a decade, UTC is exact
+    if any(value.tzinfo is not zone for value in local) or end - begin > _ZONED_SPAN:
+        return _calendar(event, slot, begin.astimezone(UTC), end.astimezone(UTC), None)
+    try:
+        return _calendar(event, slot, *local, zone)
+    except (OverflowError, ValueError):
+        return _calendar(event, slot, begin.astimezone(UTC), end.astimezone(UTC), None)
+
+
+def _calendar(
+    event: dict[str, Any],
+    slot: dict[str, Any] | None,
+    begin: datetime,
+    end: datetime,
+    zone: tzinfo | None,
+) -> bytes:
     cal = Calendar()
     cal.add("prodid", "-//events-svc//events-svc//EN")
     cal.add("version", "2.0")
@@ -152,10 +177,8 @@ def build_calendar(event: dict[str, Any], slot: dict[str, Any] | None) -> bytes:
     item.add("uid", uid)
     item.add("dtstamp", event["updated_at"])  # the last change, stable across reads
     item.add("sequence", event["ics_sequence"])
-    begin, end = (slot["date_begin"], slot["date_end"]) if slot else (
-        event["date_begin"], event["date_end"])  # fmt: skip
-    item.add("dtstart", begin.astimezone(tz))
-    item.add("dtend", end.astimezone(tz))
+    item.add("dtstart", begin)
+    item.add("dtend", end)
     item.add("summary", event["name"])
     if event["description"]:
         item.add("description", event["description"])
@@ -165,8 +188,10 @@ def build_calendar(event: dict[str, Any], slot: dict[str, Any] | None) -> bytes:
         item.add("url", event["event_url"])
     item.add("status", "CANCELLED" if event["kanban_state"] == "cancel" else "CONFIRMED")
     cal.add_component(item)
-    if event["date_tz"] != "UTC":
-        cal.add_missing_timezones()
+    if zone is not None and event["date_tz"] != "UTC":
+        # the VTIMEZONE covers the event's own dates (the default window is 1970-2038)
+        last = end.date() + timedelta(days=1) if end.date() < date.max else date.max
+        cal.add_missing_timezones(first_date=begin.date(), last_date=last)
     body: bytes = cal.to_ical()
     return body
 
@@ -192,8 +217,8 @@ async def my_tickets(
     return {
         "event": {
             "id": event["id"], "name": event["name"], "date_tz": event["date_tz"],
-            "date_begin": event["date_begin"].astimezone(tz),
-            "date_end": event["date_end"].astimezone(tz), "location": event["location"],
+            "date_begin": in_zone(event["date_begin"], tz),
+            "date_end": in_zone(event["date_end"], tz), "location": event["location"],
             "is_cancelled": event["kanban_state"] == "cancel",
         },
         "registrations": [
@@ -201,8 +226,8 @@ async def my_tickets(
                 "id": r["id"], "name": r["name"], "state": r["state"], "barcode": r["barcode"],
                 "ticket": {"id": r["event_ticket_id"], "name": r["ticket_name"]}
                 if r["event_ticket_id"] else None,
-                "slot": {"id": r["event_slot_id"], "date_begin": r["slot_begin"].astimezone(tz),
-                         "date_end": r["slot_end"].astimezone(tz)}
+                "slot": {"id": r["event_slot_id"], "date_begin": in_zone(r["slot_begin"], tz),
+                         "date_end": in_zone(r["slot_end"], tz)}
                 if r["event_slot_id"] else None,
                 "badge_format": event["badge_format"],
                 "ics_token": codec.mint(ICS, {"e": str(event_id),

@@ -1,0 +1,145 @@
+"""Communication: scheduler lines (mails), runs, the template store and the outbox."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+from uuid import UUID
+
+from pydantic import Field
+
+from events_svc.models.base import (
+    Channel,
+    Command,
+    IntervalKind,
+    IntervalNbr,
+    IntervalUnit,
+    Name,
+    Sequence,
+    View,
+)
+
+MailState = Literal["running", "scheduled", "sent", "error", "cancelled"]
+Subject = Annotated[str, Field(max_length=1000)]
+Body = Annotated[str, Field(min_length=1, max_length=100_000)]
+
+
+class MailCreate(Command):
+    event_id: UUID
+    interval_nbr: IntervalNbr = 1
+    interval_unit: IntervalUnit = "hours"
+    interval_kind: IntervalKind = "before_event"
+    template_ref: UUID
+    notification_channel: Channel = "mail"
+    sequence: Sequence = 10
+
+
+class MailPatch(Command):
+    interval_nbr: IntervalNbr | None = None
+    interval_unit: IntervalUnit | None = None
+    interval_kind: IntervalKind | None = None
+    template_ref: UUID | None = None
+    notification_channel: Channel | None = None
+    sequence: Sequence | None = None
+
+
+class MailView(View):
+    """A scheduler line; `mail_state` is derived, the counts are receipts."""
+
+    id: UUID
+    event_id: UUID
+    sequence: int
+    interval_nbr: int
+    interval_unit: IntervalUnit
+    interval_kind: IntervalKind
+    template_ref: UUID
+    notification_channel: Channel
+    scheduled_date: datetime | None
+    mail_done: bool
+    mail_state: MailState
+    error_kind: str | None
+    error_datetime: datetime | None
+    error_detail: str | None = None
+    attempts: int = 0
+    next_attempt_at: datetime | None = None
+    count_sent: int
+    count_dropped: int
+    count_pending: int
+    count_failed: int = 0
+    created_at: datetime
+    updated_at: datetime
+
+
+class RunSummary(View):
+    """What one scheduler pass did; `failures` counts the failure kinds met."""
+
+    schedulers: int
+    sent: int
+    dropped: int
+    failed: int
+    pruned: int
+    more: bool
+    failures: dict[str, int]
+    recipients_failed: int = 0
+
+
+class MailRunView(View):
+    summary: RunSummary
+    mail: MailView
+
+
+class TemplateCreate(Command):
+    kind: Channel = "mail"
+    name: Name
+    subject: Subject = ""
+    body: Body
+
+
+class TemplatePatch(Command):
+    name: Name | None = None
+    subject: Subject | None = None
+    body: Body | None = None
+
+
+class TemplateView(View):
+    """A stored template; `links_unavailable` names the links that render empty here."""
+
+    id: UUID
+    kind: Channel
+    name: str
+    subject: str
+    body: str
+    links_unavailable: list[str] = Field(default_factory=list)
+    created_at: datetime
+    updated_at: datetime
+
+
+class TemplateDeleted(View):
+    """What deleting a template took with it."""
+
+    mails_deleted: int
+    type_lines_deleted: int
+
+
+class Attachment(View):
+    filename: str
+    content_type: str
+    content: str | None
+
+
+class OutboxMessage(View):
+    """A queued message; subject, body and attachment contents are null unless read with
+    pii=full."""
+
+    id: UUID
+    channel: Channel
+    recipient: str
+    sender: str
+    subject: str | None
+    body: str | None
+    attachments: list[Attachment] = Field(default_factory=list)
+    event_id: UUID | None
+    registration_id: UUID | None
+    scheduler_id: UUID | None
+    trigger_id: UUID | None = None
+    created_at: datetime

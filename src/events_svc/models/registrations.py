@@ -1,0 +1,99 @@
+"""Registrations: the attendee fields (phone and email shapes), the register and
+patch commands, and the registration view (masked or full, same shape)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+from uuid import UUID
+
+from pydantic import Field
+
+from events_svc.models.base import Command, Email, Phone, RegistrationState, Text, View
+
+SaleStatus = Literal["free", "sold", "to_pay"]
+PersonName = Annotated[str, Field(max_length=256)]
+CompanyName = Annotated[str, Field(max_length=256)]
+
+
+class AnswerInput(Command):
+    question_id: UUID
+    value_answer_id: UUID | None = None
+    value_text: Text | None = None
+
+
+class AttendeeFields(Command):
+    name: PersonName = ""
+    email: Email = ""
+    phone: Phone = ""
+    company_name: CompanyName = ""
+
+
+class AttendeeInput(AttendeeFields):
+    answers: list[AnswerInput] = Field(default_factory=list, max_length=100)
+
+
+class RegistrationCreate(AttendeeInput):
+    event_id: UUID
+    event_slot_id: UUID | None = None
+    event_ticket_id: UUID | None = None
+    partner_id: UUID | None = None
+
+
+class RegistrationPatch(Command):
+    name: PersonName | None = None
+    email: Email | None = None
+    phone: Phone | None = None
+    company_name: CompanyName | None = None
+    partner_id: UUID | None = None
+    # fenced: named so the refusal can say why, never written
+    state: Any = None
+    sale_status: Any = None
+    sale_order_id: Any = None
+    sale_order_state: Any = None
+    barcode: Any = None
+    active: Any = None
+    event_id: Any = None
+    event_slot_id: Any = None
+    event_ticket_id: Any = None
+    company_id: Any = None
+    version: Any = None
+    date_closed: Any = None
+    date_open: Any = None
+    created_at: Any = None
+    id: Any = None
+
+
+REGISTRATION_WRITABLE = ("name", "email", "phone", "company_name", "partner_id")
+
+
+class AnswerValue(View):
+    question_id: UUID
+    value_answer_id: UUID | None
+    value_text: str | None
+
+
+class RegistrationView(View):
+    """One attendee; name, email and phone are masked unless read with pii=full."""
+
+    id: UUID
+    event_id: UUID
+    event_slot_id: UUID | None
+    event_ticket_id: UUID | None
+    state: RegistrationState
+    sale_status: SaleStatus | None
+    sale_order_id: UUID | None
+    name: str
+    email: str
+    phone: str
+    company_name: str
+    partner_id: UUID | None
+    barcode: str
+    active: bool
+    date_open: datetime | None
+    date_closed: datetime | None
+    version: int
+    company_id: UUID | None
+    answers: list[AnswerValue]
+    created_at: datetime
+    updated_at: datetime

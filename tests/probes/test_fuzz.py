@@ -1,0 +1,269 @@
+"""The OpenAPI probe: every operation of the real app's document, fuzzed with positive and
+negative examples, answers without a server error, with a body that conforms to the
+schema it declares and a content type it declares. The app is `create_app` with the
+public intake mounted and a capability secret, on this test's database; schemathesis runs
+it in its own event loop (where the lifespan opens the pool). The rows the `{id}` routes
+reach are created through that same app first, and part of the examples take their path
+parameters from them. `EVENTS_FUZZ_EXAMPLES` bounds the examples per operation (small in
+the suite, 200 in `make fuzz`); generation is derandomized, so a run is reproducible.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import asyncpg
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+from hypothesis import strategies as st
+from schemathesis import GenerationMode
+from schemathesis.checks import not_a_server_error
+from schemathesis.python import asgi
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_schema_conformance,
+)
+
+from events_svc import create_app
+from events_svc.adapters.standalone import standalone_ports
+from events_svc.ports import PartnerContact, Ports
+from events_svc.settings import Settings
+from events_svc.verbs.tokens import create_token
+from tests.probes.conftest import event_body
+
+EXAMPLES = int(os.environ.get("EVENTS_FUZZ_EXAMPLES", "25"))
+SECRET = "fuzz-secret-0123456789abcdef"
+BASE = "/api/v1/event"
+CHECKS = [not_a_server_error, response_schema_conformance, content_type_conformance]
+MODES = [GenerationMode.POSITIVE, GenerationMode.NEGATIVE]
+
+
+@pytest.fixture
+def settings_(db_url: str) -> Settings:
+    # generous windows: the public routes are fuzzed, not throttled (429 stays a valid answer)
+    return Settings(
+        database_url=db_url, pool_min=1, pool_max=4, lock_timeout_ms=2000,
+        scheduler_enabled=False, capability_secrets=(SECRET,), intake_public=True,
+        rate_limit_ip="100000/minute", rate_limit_capability="100000/minute",
+        rate_limit_email="100000/hour", public_base_url="https://events.example.org",
+    )  # fmt: skip
+
+
+@pytest.fixture
+async def bearer(pool: asyncpg.Pool) -> dict[str, str]:
+    token, _ = await create_token(pool, "fuzz", ["*"], None, datetime.now(UTC))
+    return {"Authorization": f"Bearer {token}"}
+
+
+class Directory:
+    """A partner directory that knows every partner, so sync-from-partner runs for real."""
+
+    async def contact(self, partner_id: uuid.UUID) -> PartnerContact | None:
+        return PartnerContact(name="Partner", email="partner@example.org", phone="+1 555 0100")
+
+
+@pytest.fixture
+def schema(settings_: Settings) -> Iterator[Any]:
+    """The app's own document, loaded through the app (which starts its lifespan)."""
+    ports = standalone_ports(Ports(partner_directory=Directory()))
+    app = create_app(settings_, ports, intake_public=True)
+    loaded = schemathesis.openapi.from_asgi("/openapi.json", app)
+    loaded.config.generation.update(allow_x00=True)  # NUL in text: the commands refuse it
+    yield loaded
+    asgi.shutdown_lifespans()  # closes the pool before the test database is dropped
+
+
+class World:
+    """Real rows for the path parameters, created through the fuzzed app itself."""
+
+    def __init__(self, app: Any, auth: dict[str, str]) -> None:
+        self.client = asgi.get_client(app)
+        self.auth = auth
+        self.ids: dict[str, str] = {}
+
+    def post(self, path: str, body: Any, key: str | None = None, status: int = 201) -> Any:
+        r = self.client.post(BASE + path, json=body, headers=self.auth)
+        assert r.status_code == status, (path, r.text)
+        answer = r.json()
+        if key is not None:
+            self.ids[key] = answer["id"]
+        return answer
+
+    def build(self) -> dict[str, str]:
+        ids = self.ids
+        self.post("/admin/templates", {"name": "Reminder", "subject": "Hi", "body": "Hello {{ "
+                  "registration.name }}"}, "template")  # fmt: skip
+        self.post("/admin/stages", {"name": "New"}, "stage")
+        self.post("/admin/tag-categories", {"name": "Topic"}, "category")
+        self.post("/admin/tags", {"name": "Python", "category_id": ids["category"]}, "tag")
+        kind = self.post("/admin/types", {"name": "Conference"}, "type")
+        kind = self.post(f"/admin/types/{ids['type']}/tickets", {"name": "Std"})
+        ids["line"] = kind["tickets"][0]["id"]
+        question = self.post("/admin/questions", {"title": "Diet", "answers": [
+            {"name": "Vegan"}]}, "question")  # fmt: skip
+        ids["answer"] = question["answers"][0]["id"]
+        self.post("/admin/events", event_body(date_tz="Europe/Lisbon"), "event")
+        self.post(f"/admin/events/{ids['event']}/questions", {"question_id": ids["question"]})
+        self.post("/admin/tickets", {"event_id": ids["event"], "name": "Std"}, "ticket")
+        self.post("/admin/mails", {"event_id": ids["event"], "template_ref": ids["template"]},
+                  "mail")  # fmt: skip
+        self.post("/admin/registrations", {"event_id": ids["event"], "name": "Ada Lovelace",
+                  "event_ticket_id": ids["ticket"], "partner_id": str(uuid.uuid4())},
+                  "registration")  # fmt: skip
+        self.post(f"/admin/events/{ids['event']}/publish",
+                  {"date_publish": "2020-01-01T00:00:00Z"}, status=200)  # fmt: skip
+        self.post("/admin/events", event_body(is_multi_slots=True), "multi")
+        self.post("/admin/slots", {"event_id": ids["multi"], "date_begin": "2027-05-10T10:00:00Z",
+                  "date_end": "2027-05-10T11:00:00Z"}, "slot")  # fmt: skip
+        mint = f"/admin/events/{ids['event']}/capabilities"
+        ids["ics"] = self.post(f"{mint}/ics", {}, status=200)["token"]
+        ids["tickets"] = self.post(f"{mint}/my-tickets", {"registration_ids": [
+            ids["registration"]]}, status=200)["token"]  # fmt: skip
+        ids["intake"] = self.post(f"{mint}/intake", {}, status=200)["token"]
+        return ids
+
+
+# the rows a path parameter may name; `obj_id` depends on the collection it is under
+_BY_NAME = {
+    "registration_id": ["registration"], "event_id": ["event", "multi"],
+    "question_id": ["question"], "answer_id": ["answer"], "type_id": ["type"],
+    "line_id": ["line"], "ticket_id": ["ticket"], "slot_id": ["slot"], "mail_id": ["mail"],
+    "template_id": ["template"], "event_id_or_capability": ["event", "intake"],
+}  # fmt: skip
+_OBJ_BY_COLLECTION = {"stages": "stage", "tag-categories": "category", "tags": "tag",
+                      "types": "type"}  # fmt: skip
+_CAPABILITY_BY_ROUTE = {"ics": "ics", "my-tickets": "tickets"}
+
+
+def _real_parameters(path: str, ids: dict[str, str]) -> list[dict[str, str]]:
+    """Every combination of real rows for the path's parameters (none: no combination)."""
+    names = [part[1:-1] for part in path.split("/") if part.startswith("{")]
+    parts = path.split("/")
+    choices: list[list[tuple[str, str]]] = []
+    for name in names:
+        if name == "obj_id":
+            keys = [_OBJ_BY_COLLECTION[parts[parts.index("{obj_id}") - 1]]]
+        elif name == "capability":
+            keys = [_CAPABILITY_BY_ROUTE[parts[parts.index("{capability}") - 1]]]
+        elif name == "kind":
+            choices.append([(name, "tickets")])
+            continue
+        else:
+            keys = _BY_NAME[name]
+        choices.append([(name, ids[key]) for key in keys])
+    return [dict(combo) for combo in itertools.product(*choices)] if names else []
+
+
+# body and query fields that name rows, per variant: the event with its ticket, or the
+# multi-slot event with its slot (a mismatched pair is one more refusal to probe)
+_SHARED_ROWS = {"question_id": "question", "template_ref": "template", "category_id": "category",
+                "stage_id": "stage", "event_type_id": "type", "value_answer_id": "answer",
+                "slot_id": "slot"}  # fmt: skip
+_VARIANTS = {
+    "event": {**_SHARED_ROWS, "event_id": "event", "event_ticket_id": "ticket"},
+    "multi": {**_SHARED_ROWS, "event_id": "multi", "event_slot_id": "slot"},
+}
+_LIST_ROWS = {"tag_ids": "tag", "registration_ids": "registration"}
+
+
+def _with_rows(value: Any, rows: dict[str, str], ids: dict[str, str]) -> Any:
+    """The value with its row-naming fields pointed at real rows (same JSON types)."""
+    if isinstance(value, list):
+        return [_with_rows(item, rows, ids) for item in value]
+    if not isinstance(value, dict):
+        return value
+    out = {}
+    for key, item in value.items():
+        if key in rows and isinstance(item, str):
+            out[key] = ids[rows[key]]
+        elif key in _LIST_ROWS and isinstance(item, list):
+            out[key] = [ids[_LIST_ROWS[key]]]
+        else:
+            out[key] = _with_rows(item, rows, ids)
+    return out
+
+
+def _real_rows(ids: dict[str, str]) -> Any:
+    """Point a case's body and query at real rows, for two thirds of the examples."""
+
+    def apply(drawn: tuple[Any, str | None]) -> Any:
+        case, variant = drawn
+        if variant is not None:
+            rows = _VARIANTS[variant]
+            case.body = _with_rows(case.body, rows, ids)
+            if case.query:
+                case.query = _with_rows(case.query, rows, ids)
+        return case
+
+    return apply
+
+
+def _order(operation: Any) -> tuple[int, str]:
+    # reads first, deletes last: later operations still reach the rows the world created
+    rank = {"get": 0, "post": 1, "patch": 1, "put": 1, "delete": 2}
+    return rank.get(operation.method.lower(), 1), operation.label
+
+
+def _fuzz(
+    operation: Any, strategy: Any, auth: dict[str, str], statuses: Counter[int]
+) -> tuple[int, dict[str, str]]:
+    """Run one operation's examples: (cases sent, one report per distinct failure)."""
+    cases = 0
+    failures: dict[str, str] = {}
+
+    @settings(
+        max_examples=EXAMPLES, derandomize=True, database=None, deadline=None,
+        phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck),
+        verbosity=Verbosity.quiet, print_blob=False,
+    )  # fmt: skip
+    @given(case=strategy)
+    def run(case: Any) -> None:
+        nonlocal cases
+        cases += 1
+        try:
+            response = case.call(headers=dict(auth))
+            statuses[response.status_code] += 1
+            case.validate_response(response, checks=CHECKS)
+        except BaseExceptionGroup as group:  # the failed checks, with a curl to replay one
+            for exc in group.exceptions:
+                failures.setdefault(str(exc).splitlines()[0], str(group)[:3000])
+        except Exception as exc:  # the app raised through the transport
+            failures.setdefault(f"{type(exc).__name__}: {exc}"[:200], repr(case)[:3000])
+
+    run()
+    return cases, failures
+
+
+@pytest.mark.timeout(max(120, EXAMPLES * 8))
+def test_every_operation_answers_within_its_contract(
+    schema: Any, bearer: dict[str, str], capsys: pytest.CaptureFixture[str]
+):
+    ids = World(schema.app, bearer).build()
+    operations = sorted((result.ok() for result in schema.get_all_operations()), key=_order)
+    cases = 0
+    statuses: Counter[int] = Counter()
+    failures: dict[tuple[str, str], str] = {}
+    for operation in operations:
+        strategies = [operation.as_strategy(generation_mode=mode) for mode in MODES]
+        for real in _real_parameters(operation.path, ids):
+            strategies += [operation.as_strategy(generation_mode=mode, path_parameters=real)
+                           for mode in MODES]  # fmt: skip
+        strategy = st.tuples(st.one_of(strategies), st.sampled_from([None, "event", "multi"]))
+        sent, found = _fuzz(operation, strategy.map(_real_rows(ids)), bearer, statuses)
+        cases += sent
+        failures.update({(operation.label, title): report for title, report in found.items()})
+
+    with capsys.disabled():
+        print(f"\nschemathesis: {len(operations)} operations, {cases} cases, "
+              f"{len(failures)} failures ({EXAMPLES} examples per operation); statuses "
+              f"{dict(sorted(statuses.items()))}")  # fmt: skip
+        for (label, title), report in failures.items():
+            print(f"--- {label}: {title}\n{report}")
+    assert not failures, sorted(failures)
