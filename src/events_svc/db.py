@@ -1,8 +1,10 @@
 """Database access: the pool, the one transaction helper, the constraint map.
 
 Every verb opens its transaction through `transaction()`. The helper maps what
-PostgreSQL says into refusals: a lock wait beyond `lock_timeout` is `busy`
-(503 + Retry-After), a lost connection is `database_unavailable`, and a
+PostgreSQL says into refusals: a lock wait beyond `lock_timeout`, a deadlock and a
+serialization failure are `busy` (503 + Retry-After; never a 500: the lock order
+below makes deadlocks rare, this makes them harmless), a lost connection is
+`database_unavailable`, and a
 violated constraint becomes the refusal registered for its NAME below. A
 constraint name missing from the map is a bug and surfaces as a 500.
 """
@@ -137,6 +139,8 @@ def _translate(exc: BaseException) -> BaseException:
         return exc
     if isinstance(exc, asyncpg.LockNotAvailableError):
         return errors.Busy()
+    if isinstance(exc, asyncpg.TransactionRollbackError):  # deadlock, serialization failure
+        return errors.Busy("A concurrent change got in the way; retry shortly.")
     if isinstance(exc, asyncpg.QueryCanceledError):
         return errors.Busy("The statement took too long; retry shortly.")
     if isinstance(exc, asyncpg.IntegrityConstraintViolationError):

@@ -412,3 +412,65 @@ class RateLimited(DomainError):
 
     code = "rate_limited"
     status = 429
+
+
+# --- request limits and input shape ------------------------------------------------------
+
+
+class PayloadTooLarge(DomainError):
+    """The request body is larger than this route accepts."""
+
+    code = "payload_too_large"
+    status = 413
+
+
+class InvalidJson(DomainError):
+    """The body is not valid JSON."""
+
+    code = "invalid_json"
+    status = 422
+
+
+class DateOutOfRange(DomainError):
+    """Instants must lie in the years 1900 to 9999."""
+
+    code = "date_out_of_range"
+    status = 422
+
+
+class PhoneInvalid(DomainError):
+    """A phone number is at most 32 characters of digits, spaces and + - ( ) ., with at
+    least 6 digits."""
+
+    code = "phone_invalid"
+    status = 422
+
+
+class SeatsBelowTaken(Conflict):
+    """seats_max cannot go below the seats already taken."""
+
+    code = "seats_below_taken"
+
+
+# --- templates ---------------------------------------------------------------------------
+
+
+class TemplateInvalid(DomainError):
+    """The template does not compile."""
+
+    code = "template_invalid"
+    status = 422
+
+
+class TemplateVariableUnknown(DomainError):
+    """The template names a variable outside its documented context."""
+
+    code = "template_variable_unknown"
+    status = 422
+
+
+class TemplateNotFound(DomainError):
+    """No template has this id."""
+
+    code = "template_not_found"
+    status = 422

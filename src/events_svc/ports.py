@@ -62,11 +62,12 @@ class MailRefused(Exception):
 
 @dataclass(frozen=True)
 class RenderRequest:
-    """What to render: a template (logical id + kind) and the context of one recipient."""
+    """What to render: a template (logical id + kind) and the context of each recipient of
+    one batch (the same template for all of them)."""
 
     template_ref: UUID
     template_kind: str
-    context: dict[str, Any]
+    contexts: list[dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -90,11 +91,19 @@ class OutgoingMessage:
 
 
 class TemplateRenderer(Protocol):
-    async def render(self, conn: Any, request: RenderRequest) -> Rendered:
-        """Render subject and body, or raise MailRefused (template_unresolved, render_failed).
+    async def render(self, conn: Any, request: RenderRequest) -> list[Rendered]:
+        """Render subject and body for each context, in order, or raise MailRefused
+        (template_unresolved, render_failed) for the whole batch.
 
         `conn` is the scheduler's open transaction (the standalone store reads through it:
-        the pass never needs a second connection)."""
+        the pass never needs a second connection). Any other exception is also taken as
+        the line's `render_failed`."""
+        ...
+
+    async def template_kind(self, conn: Any, template_ref: UUID) -> str | None:
+        """The kind (`mail`, `sms`) of the template, or None when there is no such
+        template: a scheduler or type line naming it is refused (422 template_not_found).
+        `conn` is the writing verb's open transaction."""
         ...
 
 
@@ -109,11 +118,22 @@ class MailQueue(Protocol):
         ...
 
 
-class RefusingTemplateRenderer:
-    """The default when no renderer is composed: every send fails visibly."""
+class TemplateRendererNotComposed(errors.DomainError):
+    """No template renderer is wired into this deployment: no line can name a template."""
 
-    async def render(self, conn: Any, request: RenderRequest) -> Rendered:
+    code = "template_renderer_not_composed"
+    status = 503
+
+
+class RefusingTemplateRenderer:
+    """The default when no renderer is composed: every send fails visibly, and writing a
+    line that names a template answers 503 template_renderer_not_composed."""
+
+    async def render(self, conn: Any, request: RenderRequest) -> list[Rendered]:
         raise MailRefused("template_renderer_not_composed", "no template renderer is composed")
+
+    async def template_kind(self, conn: Any, template_ref: UUID) -> str | None:
+        raise TemplateRendererNotComposed()
 
 
 class RefusingMailQueue:

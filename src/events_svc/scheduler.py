@@ -1,11 +1,17 @@
 """The in-process scheduler loop, started by the app lifespan.
 
-It runs the mail pass, sleeps until the earliest due scheduler row (or the
-floor tick, whichever is sooner), and wakes early on `NOTIFY event_mail_due`
-from the arming verbs. Once a day at `EVENT_DONE_SWEEP_AT` (UTC) it also runs
-the done sweep. Any number of instances may run it: every claim is
-`FOR UPDATE SKIP LOCKED`. A failing pass is logged and counted; the loop goes
-on. Stopping lets the batch in hand finish and commit.
+It runs the mail pass, sleeps until the earliest workable scheduler row (its due
+time, or the end of its back-off) or the floor tick, whichever is sooner, and
+wakes early on `NOTIFY event_mail_due` from the arming verbs. Once a day at
+`EVENT_DONE_SWEEP_AT` (UTC) it also runs the done sweep. Any number of instances
+may run it: every claim is `FOR UPDATE SKIP LOCKED`. Stopping lets the batch in
+hand finish and commit.
+
+It never spins. A failing line backs itself off (see `verbs.mail_pass`), so a loop
+whose only due work is failing sleeps. A pass that itself fails, or one that finds
+due work it cannot take (rows locked by another instance), makes the loop wait
+longer each time (seconds, doubling); a lost LISTEN connection is retried the same
+way. Each kind of failure is logged when it starts and when it clears.
 
 LISTEN runs on a connection of its own (outside the pool) when the database URL is
 known; a host that hands in only a pool lends one pooled connection to it.
@@ -24,6 +30,7 @@ import asyncpg
 
 from events_svc.capabilities import CapabilityCodec
 from events_svc.db import Pool
+from events_svc.diagnostics import error_fields
 from events_svc.observability import Metrics
 from events_svc.ports import Ports
 from events_svc.settings import Settings
@@ -32,6 +39,16 @@ from events_svc.verbs.done_sweep import sweep_done_events
 from events_svc.verbs.mail_pass import PassOptions, RunSummary, next_due, run_mail_pass
 
 log = logging.getLogger("events_svc.scheduler")
+
+FAILED_PASS_FIRST_S = 5.0  # a failed pass: wait 5 s, doubling up to 5 minutes
+FAILED_PASS_MAX_S = 300.0
+BLOCKED_FIRST_S = 1.0  # due work that could not be taken: 1 s, doubling up to 1 minute
+BLOCKED_MAX_S = 60.0
+
+
+def doubling(first: float, ceiling: float, streak: int) -> float:
+    """first, 2*first, 4*first, ... for a streak of 1, 2, 3, ..., never above ceiling."""
+    return float(min(first * (1 << min(max(streak - 1, 0), 30)), ceiling))
 
 
 def pass_options(settings: Settings) -> PassOptions:
@@ -72,6 +89,9 @@ class SchedulerLoop:
         self.failures = 0
         self.last: RunSummary | None = None
         self.sweep_at = next_sweep(clock(), settings.done_sweep_at)
+        self.failing = 0  # consecutive failed passes
+        self.blocked = 0  # consecutive passes that found due work and could take none
+        self.lost = 0  # consecutive failures to hold a LISTEN connection
 
     def start(self) -> None:
         self.task = asyncio.create_task(self._run(), name="events-scheduler")
@@ -101,7 +121,7 @@ class SchedulerLoop:
             self.metrics.observe_pass(summary)
         return summary
 
-    async def _delay(self) -> float:
+    async def _until_due(self) -> float:
         now = self.clock()
         floor = float(self.settings.scheduler_floor_s)
         due = await next_due(self.pool(), now)
@@ -109,16 +129,49 @@ class SchedulerLoop:
         until_sweep = (self.sweep_at - now).total_seconds()
         return max(0.0, min(floor, until_due, until_sweep))
 
+    async def tick(self) -> float:
+        """One turn of the loop: a pass, then the seconds to sleep before the next one.
+
+        Zero only when the pass stopped at its cap, or made progress with work still
+        due; never after a failure or a pass that could not take the work it found."""
+        floor = float(self.settings.scheduler_floor_s)
+        try:
+            summary = await self.run_once()
+            delay = 0.0 if summary.more else await self._until_due()
+        except Exception as exc:
+            self.failures += 1
+            self.failing += 1
+            if self.metrics is not None:
+                self.metrics.pass_errors.inc()
+            wait = min(doubling(FAILED_PASS_FIRST_S, FAILED_PASS_MAX_S, self.failing), floor)
+            level = logging.ERROR if self.failing == 1 else logging.DEBUG
+            fields = {**error_fields(exc), "failed_passes": self.failing, "retry_in_s": wait}
+            log.log(level, "scheduler pass failed", extra={"fields": fields})
+            return wait
+        if self.failing:
+            log.info("scheduler pass recovered", extra={"fields": {"failed_passes": self.failing}})
+            self.failing = 0
+        if delay <= 0.0 and not summary.more and not summary.progressed:
+            self.blocked += 1  # due work it could not take: another instance holds it
+            return min(doubling(BLOCKED_FIRST_S, BLOCKED_MAX_S, self.blocked), floor)
+        self.blocked = 0
+        return delay
+
     async def _run(self) -> None:
-        """Serve until stopped; a lost database (no LISTEN connection) is retried."""
+        """Serve until stopped; a lost database (no LISTEN connection) is retried, backing
+        off."""
         while not self.stopping.is_set():
             try:
                 await self._serve()
-            except Exception:
+            except Exception as exc:
                 self.failures += 1
-                log.exception("scheduler loop lost its database connection; retrying")
+                self.lost += 1
+                wait = doubling(BLOCKED_FIRST_S, BLOCKED_MAX_S, self.lost)
+                level = logging.ERROR if self.lost == 1 else logging.DEBUG
+                log.log(level, "scheduler loop lost its database connection", extra={"fields": {
+                    **error_fields(exc), "attempts": self.lost, "retry_in_s": wait}})  # fmt: skip
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self.stopping.wait(), timeout=5)
+                    await asyncio.wait_for(self.stopping.wait(), timeout=wait)
 
     async def _listener(self, stack: contextlib.AsyncExitStack) -> Any:
         """A connection for LISTEN: its own when the URL is known, else one from the pool."""
@@ -134,18 +187,16 @@ class SchedulerLoop:
             listener = await self._listener(stack)
             await listener.add_listener(CHANNEL, self._notified)
             stack.push_async_callback(listener.remove_listener, CHANNEL, self._notified)
+            if self.lost:
+                log.info("scheduler loop reconnected", extra={"fields": {"attempts": self.lost}})
+                self.lost = 0
             while not self.stopping.is_set():
                 self.wake.clear()
-                delay = min(30.0, float(self.settings.scheduler_floor_s))  # after a failure
-                try:
-                    summary = await self.run_once()
-                    if summary.more:
-                        continue  # overflow: run again at once
-                    delay = await self._delay()
-                except Exception:
-                    self.failures += 1
-                    if self.metrics is not None:
-                        self.metrics.pass_errors.inc()
-                    log.exception("scheduler pass failed; retrying")
+                delay = await self.tick()
+                if delay <= 0.0:
+                    continue
+                # after a failed pass only a stop interrupts the wait: new registrations
+                # must not turn a failing pass into a busy one
+                event = self.stopping if self.failing else self.wake
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self.wake.wait(), timeout=delay)
+                    await asyncio.wait_for(event.wait(), timeout=delay)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import logging
 import os
 import signal
 import socket
@@ -14,6 +15,7 @@ import sys
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import httpx
 
@@ -25,7 +27,7 @@ from events_svc.ports import Ports
 from events_svc.scheduler import SchedulerLoop
 from events_svc.settings import Settings
 from events_svc.verbs.done_sweep import sweep_done_events
-from tests.probes.conftest import BASE, Api, event_body
+from tests.probes.conftest import BASE, Api, add_slot, event_body
 from tests.probes.test_mails import BEGIN, outbox, ports, run, scheduler, template
 
 
@@ -288,13 +290,51 @@ class FlakyRenderer:
             raise RuntimeError("renderer crashed")
         return await self.inner.render(conn, request)
 
+    async def template_kind(self, conn, ref):  # type: ignore[no-untyped-def]
+        return await self.inner.template_kind(conn, ref)
 
-async def test_a_crashing_pass_is_recorded_and_retried_and_the_loop_survives(settings, api, admin):
+
+async def test_a_crashing_renderer_fails_its_line_and_the_loop_retries_after_the_back_off(
+    settings, api, admin
+):
     await due_now(api, admin, 3)
     metrics = Metrics()
     flaky = Ports(template_renderer=FlakyRenderer(), mail_queue=OutboxQueue())
     quick = dataclasses.replace(settings, scheduler_floor_s=1)
-    loop = SchedulerLoop(lambda: api.pool, flaky, quick, lambda: datetime.now(UTC), metrics=metrics)
+    offset = timedelta(0)
+    loop = SchedulerLoop(lambda: api.pool, flaky, quick, lambda: datetime.now(UTC) + offset,
+                         metrics=metrics)  # fmt: skip
+    loop.start()
+    try:
+        while not loop.passes:
+            await asyncio.sleep(0.01)
+        assert await outbox(api) == [] and loop.failures == 0  # the line failed, not the pass
+        offset = timedelta(minutes=1, seconds=1)  # the back-off is over
+        await asyncio.wait_for(_until_outbox(api, 3), 20)
+    finally:
+        await loop.stop()
+    assert metrics.failures.labels("render_failed")._value.get() == 1
+    await exactly_once(api, 3)
+
+
+async def test_a_crashing_pass_is_counted_and_retried_and_the_loop_survives(
+    settings, api, admin, caplog
+):
+    caplog.set_level(logging.INFO, logger="events_svc.scheduler")
+    await due_now(api, admin, 3)
+    metrics = Metrics()
+    calls = 0
+
+    def flaky_pool() -> Any:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise RuntimeError("no pool yet")
+        return api.pool
+
+    quick = dataclasses.replace(settings, scheduler_floor_s=1)
+    loop = SchedulerLoop(flaky_pool, ports(api.pool), quick, lambda: datetime.now(UTC),
+                         metrics=metrics)  # fmt: skip
     loop.start()
     try:
         await asyncio.wait_for(_until_outbox(api, 3), 20)
@@ -303,3 +343,81 @@ async def test_a_crashing_pass_is_recorded_and_retried_and_the_loop_survives(set
     assert loop.failures == 1 and loop.passes >= 1
     assert metrics.pass_errors._value.get() == 1
     await exactly_once(api, 3)
+    said = [r.getMessage() for r in caplog.records if "pass" in r.getMessage()]
+    assert said == ["scheduler pass failed", "scheduler pass recovered"]
+
+
+async def test_slot_children_without_attendees_are_progress_not_a_blocked_pass(
+    settings, api, admin
+):
+    ev = (
+        await admin.post("/admin/events", json=event_body(seats_max=0, is_multi_slots=True))
+    ).json()
+    slots = [await add_slot(admin, ev["id"], hour) for hour in (10, 12, 14, 16)]
+    guest = {"event_id": ev["id"], "event_slot_id": slots[-1]["id"], "email": "g@example.org"}
+    assert (await admin.post("/admin/registrations", json=guest)).status_code == 201
+    now = {"interval_kind": "after_event_start", "interval_unit": "now", "interval_nbr": 0}
+    await scheduler(admin, ev["id"], await template(admin), **now)
+    late = datetime(2027, 5, 10, 20, tzinfo=UTC)  # every slot has begun
+    loop = SchedulerLoop(lambda: api.pool, ports(api.pool), settings, lambda: late)
+    assert await loop.tick() > 0  # one pass walked the three empty slots and the full one
+    assert len(await outbox(api)) == 1 and loop.blocked == 0
+
+
+async def _ongoing_line(admin: httpx.AsyncClient, body: str, *emails: str) -> str:
+    """An ongoing event with one attendee per email ('' for none) and a mail due now."""
+    ongoing = event_body(seats_max=0, date_begin="2026-01-01T00:00:00Z",
+                         date_end="2099-01-01T00:00:00Z")  # fmt: skip
+    event_id = str((await admin.post("/admin/events", json=ongoing)).json()["id"])
+    for i, email in enumerate(emails):
+        guest = {"event_id": event_id, "name": f"G{i}", **({"email": email} if email else {})}
+        assert (await admin.post("/admin/registrations", json=guest)).status_code == 201
+    now = {"interval_kind": "after_event_start", "interval_unit": "now", "interval_nbr": 0}
+    await scheduler(admin, event_id, await template(admin, body=body), **now)
+    return event_id
+
+
+async def test_lines_that_fail_forever_never_make_the_loop_spin(settings, api, admin, caplog):
+    """A template that fails at render time, a template gone from the store, and an
+    attendee without an address, over a simulated hour: every sleep is positive, and
+    passes and log lines are few (failures back off, and are logged when they start)."""
+    await _ongoing_line(admin, "{{ registration.name + 1 }}", "a@example.org")
+    lost = await _ongoing_line(admin, "Hello", "b@example.org")
+    async with api.pool.acquire() as conn:  # its template is gone from the store
+        await conn.execute(
+            "UPDATE event.mails SET template_ref = gen_random_uuid() WHERE event_id = $1",
+            uuid.UUID(lost),
+        )
+    await _ongoing_line(admin, "Hello", "c@example.org", "")
+    start = datetime.now(UTC)
+    now = start
+    sweep = (start - timedelta(hours=2)).strftime("%H:%M")  # not due in the simulated hour
+    looping = dataclasses.replace(settings, scheduler_floor_s=1200, done_sweep_at=sweep)
+    loop = SchedulerLoop(lambda: api.pool, ports(api.pool), looping, lambda: now)
+    caplog.set_level(logging.DEBUG, logger="events_svc")
+    sleeps = []
+    while now < start + timedelta(hours=1):
+        delay = await loop.tick()
+        assert delay > 0
+        sleeps.append(delay)
+        now += timedelta(seconds=delay)
+    assert loop.passes <= 8 and loop.failures == 0, sleeps
+    logged = [r for r in caplog.records if r.levelno >= logging.INFO
+              and r.name.startswith("events_svc")]  # fmt: skip
+    assert len(logged) <= 4, [r.getMessage() for r in logged]
+    failing_lines = [r for r in logged if r.getMessage() == "scheduler line failing"]
+    assert sorted(r.fields["kind"] for r in failing_lines) == [  # type: ignore[attr-defined]
+        "render_failed", "template_unresolved"]  # fmt: skip
+    assert [o["recipient"] for o in await outbox(api)] == ["c@example.org"]
+
+
+async def test_due_work_held_by_another_instance_makes_the_loop_wait_longer(settings, api, admin):
+    event_id = await due_now(api, admin, 1)
+    loop = SchedulerLoop(lambda: api.pool, ports(api.pool), settings, lambda: datetime.now(UTC))
+    async with api.pool.acquire() as other, other.transaction():
+        await other.execute(  # another instance is working this row
+            "SELECT 1 FROM event.mails WHERE event_id = $1 FOR UPDATE", uuid.UUID(event_id)
+        )
+        assert [await loop.tick() for _ in range(4)] == [1.0, 2.0, 4.0, 8.0]
+    assert await loop.tick() > 0  # released: the work went, nothing more is due
+    assert len(await outbox(api)) == 1 and loop.blocked == 0

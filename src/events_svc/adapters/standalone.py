@@ -1,9 +1,12 @@
 """The standalone adapters: templates from event.message_templates, the outbox queue.
 
-The renderer uses a sandboxed Jinja2 environment with StrictUndefined: a
-template that names a variable the context lacks is `render_failed`, never an
-empty string. The queue writes event.outbox_messages in the scheduler's own
-transaction, so a receipt and its queued message commit (or vanish) together.
+The renderer compiles templates with the bounded sandbox of `templating` (checked
+when written; bounded in time, size and iterations when rendered) and renders a
+batch of recipients in one worker-thread hop, so a hostile template never stalls
+the service. Any
+failure of a render is `render_failed` with a safe detail (never attendee data).
+The queue writes event.outbox_messages in the scheduler's own transaction, so a
+receipt and its queued message commit (or vanish) together.
 """
 
 from __future__ import annotations
@@ -13,13 +16,14 @@ from typing import Any
 from uuid import UUID
 
 import jinja2
-from jinja2.sandbox import SandboxedEnvironment
 
+from events_svc import templating
 from events_svc.ports import MailRefused, OutgoingMessage, Ports, Rendered, RenderRequest
 
 _TEMPLATE = """
 SELECT subject, body FROM event.message_templates WHERE id = $1 AND kind = $2::event.template_kind
 """
+_KIND = "SELECT kind::text FROM event.message_templates WHERE id = $1"
 _OUTBOX = """
 INSERT INTO event.outbox_messages (channel, recipient, sender, subject, body, event_id,
     registration_id, scheduler_id)
@@ -33,7 +37,6 @@ class StoreRenderer:
     """Renders rows of event.message_templates (kind mail|sms)."""
 
     def __init__(self) -> None:
-        self.env = SandboxedEnvironment(undefined=jinja2.StrictUndefined, autoescape=False)
         # compiled (subject, body) per template, kept briefly: a pass renders one template
         # for many recipients, and must not query and compile it for each of them
         self._cache: dict[tuple[UUID, str], tuple[float, jinja2.Template, jinja2.Template]] = {}
@@ -49,21 +52,28 @@ class StoreRenderer:
             self._cache.pop((ref, kind), None)
             raise MailRefused("template_unresolved", f"no {kind} template {ref}")
         try:
-            compiled = (self.env.from_string(row["subject"]), self.env.from_string(row["body"]))
-        except jinja2.TemplateError as exc:
-            raise MailRefused("render_failed", f"{type(exc).__name__}: {exc}") from None
+            compiled = (
+                templating.compile_template(row["subject"]),
+                templating.compile_template(row["body"]),
+            )
+        except templating.RenderFailed as exc:  # stored before templates were checked
+            raise MailRefused("render_failed", str(exc)) from None
         self._cache[(ref, kind)] = (time.monotonic(), *compiled)
         return compiled
 
-    async def render(self, conn: Any, request: RenderRequest) -> Rendered:
+    async def render(self, conn: Any, request: RenderRequest) -> list[Rendered]:
         subject, body = await self._load(conn, request.template_ref, request.template_kind)
         try:
-            return Rendered(
-                subject=subject.render(request.context), body=body.render(request.context)
-            )
-        except jinja2.TemplateError as exc:
-            # the template's own text and the error type are safe; the context is not shown
-            raise MailRefused("render_failed", f"{type(exc).__name__}: {exc}") from None
+            texts = await templating.render_pairs(subject, body, request.contexts)
+        except templating.RenderFailed as exc:
+            # the next attempt reads the template again: an operator's fix applies at once
+            self._cache.pop((request.template_ref, request.template_kind), None)
+            raise MailRefused("render_failed", str(exc)) from None
+        return [Rendered(subject=s, body=b) for s, b in texts]
+
+    async def template_kind(self, conn: Any, template_ref: UUID) -> str | None:
+        kind: str | None = await conn.fetchval(_KIND, template_ref)
+        return kind
 
 
 class OutboxQueue:

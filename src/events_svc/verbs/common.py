@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
@@ -78,3 +78,12 @@ def check_timezone(name: str) -> str:
     except (ZoneInfoNotFoundError, ValueError):
         raise errors.InvalidTimezone(field="date_tz") from None
     return name
+
+
+def in_zone(instant: datetime, zone: ZoneInfo) -> datetime:
+    """The instant in the event's zone for presentation; at the edge of the calendar
+    (9999-12-31 in a zone ahead of UTC) the local time does not exist, so UTC is shown."""
+    try:
+        return instant.astimezone(zone)
+    except OverflowError:
+        return instant.astimezone(UTC)

@@ -1,6 +1,6 @@
 """The done sweep: ended events not yet in a pipe_end stage get the mark-done verb.
 
-Bounded batches claimed with `FOR UPDATE SKIP LOCKED` (several instances may
+Bounded batches claimed with `FOR NO KEY UPDATE SKIP LOCKED` (several instances may
 sweep at once), each event moved by the same code as `POST .../mark-done`, and
 audited. Without any pipe_end stage there is nothing to move to: the sweep
 reports it and moves nothing.
@@ -20,7 +20,7 @@ SELECT e.id FROM event.events e LEFT JOIN event.stages s ON s.id = e.stage_id
 WHERE e.active AND e.date_end < $1 AND (s.id IS NULL OR NOT s.pipe_end)
   AND EXISTS (SELECT 1 FROM event.stages p WHERE p.pipe_end)
 ORDER BY e.date_end, e.id LIMIT $2
-FOR UPDATE OF e SKIP LOCKED
+FOR NO KEY UPDATE OF e SKIP LOCKED
 """
 
 

@@ -1,7 +1,7 @@
 """Events: create (with the one-time template apply), read, patch, publish,
 mark done, delete.
 
-Lock order everywhere: the event row first (`FOR UPDATE`), then what hangs
+Lock order everywhere: the event row first (`FOR NO KEY UPDATE`), then what hangs
 off it. `revision` is bumped by every write of the row and checked against
 If-Match when the caller sends one; `ics_sequence` is bumped when something a
 calendar shows changes. The publication pair is written only by publish and
@@ -28,7 +28,7 @@ from events_svc.verbs.common import (
     page,
 )
 from events_svc.verbs.schedules import reschedule_event
-from events_svc.verbs.seats import get_seat_view
+from events_svc.verbs.seats import ensure_cap_covers_taken, event_cap, get_seat_view
 
 _COLS = """
     e.id, e.name, e.description, e.date_begin, e.date_end, e.date_tz, e.seats_limited,
@@ -47,7 +47,7 @@ WHERE e.id = $1 AND ($2::uuid IS NULL OR e.company_id IS NULL OR e.company_id = 
 _LOCK = """
 SELECT id, company_id FROM event.events
 WHERE id = $1 AND ($2::uuid IS NULL OR company_id IS NULL OR company_id = $2)
-FOR UPDATE  -- serialises every writer of this event (lock order: event first)
+FOR NO KEY UPDATE  -- serialises every writer of this event (lock order: event first)
 """
 _LIST = f"""
 SELECT {_COLS} FROM event.events e
@@ -167,7 +167,7 @@ async def get_event_row(conn: Connection, actor: Actor, event_id: UUID) -> dict[
 
 
 async def lock_event(conn: Connection, actor: Actor, event_id: UUID) -> dict[str, Any]:
-    """Lock the event row (FOR UPDATE) within the actor's company fence; 404 otherwise."""
+    """Lock the event row (FOR NO KEY UPDATE) within the actor's company fence; 404 otherwise."""
     if await conn.fetchrow(_LOCK, event_id, actor.company_id) is None:
         raise errors.NotFound("No such event.")
     return await get_event_row(conn, actor, event_id)
@@ -317,6 +317,8 @@ async def patch_event(
             )
             if outside:
                 raise errors.SlotsOutsideEventRange(slots=int(outside))
+        if {"seats_max", "seats_limited", "is_multi_slots"}.intersection(changes):
+            await ensure_cap_covers_taken(conn, new, None, event_cap(new))
         turning_multi = new["is_multi_slots"] and not current["is_multi_slots"]
         if turning_multi and await conn.fetchval(_SLOTLESS_REGISTRATIONS, event_id):
             raise errors.RegistrationsWithoutSlot()

@@ -2,7 +2,7 @@
 and imports call it too).
 
 One transaction, locks first in the service's fixed order: the event row
-(`FOR UPDATE`), then the slot row, then the ticket row; then the refusals
+(`FOR NO KEY UPDATE`), then the slot row, then the ticket row; then the refusals
 (cancelled event, slot rules, ticket of another event, sale window against
 instants, per-order cap), the seat counts under the lock (`seats.ensure_seats`,
 skipped for unlimited scopes), one INSERT for every attendee (all or nothing),
@@ -36,13 +36,13 @@ SELECT e.id, e.company_id, e.seats_limited, e.seats_max, e.is_multi_slots,
     EXISTS (SELECT 1 FROM event.mails m WHERE m.event_id = e.id) AS has_schedulers
 FROM event.events e
 WHERE e.id = $1 AND ($2::uuid IS NULL OR e.company_id IS NULL OR e.company_id = $2)
-FOR UPDATE OF e
+FOR NO KEY UPDATE OF e  -- serialises every seat taker of this event
 """
-_LOCK_SLOT = "SELECT id FROM event.slots WHERE id = $1 AND event_id = $2 FOR UPDATE"
+_LOCK_SLOT = "SELECT id FROM event.slots WHERE id = $1 AND event_id = $2 FOR NO KEY UPDATE"
 _LOCK_TICKET = """
 SELECT id, seats_max, limit_max_per_order, start_sale_datetime, end_sale_datetime
 FROM event.tickets WHERE id = $1 AND event_id = $2
-FOR UPDATE  -- after the event and slot rows: the fixed lock order
+FOR NO KEY UPDATE  -- after the event and slot rows: the fixed lock order
 """
 _QUESTIONS = """
 SELECT q.id, q.question_type::text AS kind, q.is_mandatory_answer,

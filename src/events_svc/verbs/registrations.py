@@ -5,10 +5,12 @@ Every state change goes through `transition()`: the four verbs (`confirm`,
 `set_draft`, `set_done`, `cancel`) are any-to-any. Entering `open` or `done`
 from a seat-free state re-checks seats under the locks; entering `open` from
 `draft` or `cancel` arms the schedulers (re-confirming an open row, and
-`open -> done`, never do); `done` stamps `date_closed` when it is empty. Lock
-order: event row, then slot and ticket rows when seats are re-checked, then the
-registration row. `version` is bumped by every write and checked against
-If-Match when sent; every write is audited.
+`open -> done`, never do); `done` stamps `date_closed` when it is empty.
+Changing an attendee's details retries the mails that failed for that attendee
+alone (`arming.retry_failed_mails`). Lock order: event row, then slot and ticket
+rows when seats are re-checked, then the registration row, then scheduler rows.
+`version` is bumped by every write and checked against If-Match when sent;
+every write is audited.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from events_svc.actors import Actor
 from events_svc.db import Connection, Pool, connection, must, transaction
 from events_svc.models import REGISTRATION_WRITABLE, RegistrationPatch
 from events_svc.ports import PartnerDirectory
-from events_svc.verbs.arming import arm_entering_open
+from events_svc.verbs.arming import arm_entering_open, retry_failed_mails
 from events_svc.verbs.audit import write_audit
 from events_svc.verbs.common import clamp_limit, decode_cursor, page
 from events_svc.verbs.pii import mask_registration
@@ -66,14 +68,14 @@ WHERE r.id = $1 AND ($2::uuid IS NULL OR r.company_id IS NULL OR r.company_id = 
 """
 _LOCK_EVENT = """
 SELECT id, seats_limited, seats_max, is_multi_slots FROM event.events WHERE id = $1
-FOR UPDATE  -- first in the lock order: serialises seat takers of this event
+FOR NO KEY UPDATE  -- first in the lock order: serialises seat takers of this event
 """
-_LOCK_SLOT = "SELECT id FROM event.slots WHERE id = $1 FOR UPDATE"
-_LOCK_TICKET = "SELECT id, seats_max FROM event.tickets WHERE id = $1 FOR UPDATE"
+_LOCK_SLOT = "SELECT id FROM event.slots WHERE id = $1 FOR NO KEY UPDATE"
+_LOCK_TICKET = "SELECT id, seats_max FROM event.tickets WHERE id = $1 FOR NO KEY UPDATE"
 _LOCK_REGISTRATION = """
 SELECT id, state::text AS state, active, version, date_closed, name, email, phone,
-    company_name, partner_id
-FROM event.registrations WHERE id = $1 FOR UPDATE
+    company_name, partner_id, event_slot_id
+FROM event.registrations WHERE id = $1 FOR NO KEY UPDATE
 """
 _SET_STATE = """
 UPDATE event.registrations SET state = $2::event.registration_state,
@@ -213,7 +215,8 @@ async def set_active(
     *,
     if_match: int | None = None,
 ) -> dict[str, Any]:
-    """Archive (leave seats and mail eligibility) or unarchive (re-checks seats)."""
+    """Archive (leave seats and mail eligibility) or unarchive (re-checks seats, and arms
+    the schedulers like a row entering `open`: the mails it missed are owed)."""
     async with transaction(pool) as conn:
         event, ticket, reg = await _locked(conn, actor, registration_id, seats=active)
         _check_version(reg, if_match)
@@ -221,6 +224,9 @@ async def set_active(
             if active and reg["state"] in SEAT_STATES:
                 await ensure_seats(conn, event, reg["event_slot_id"], ticket, 1)
             await conn.execute(_SET_ACTIVE, registration_id, active, now)
+            if active and reg["state"] in SEAT_STATES:
+                # eligible again: the mails it missed are owed (its date_open is kept)
+                await arm_entering_open(conn, event["id"], [registration_id], now, stamped=True)
             verb = "registration_unarchived" if active else "registration_archived"
             await write_audit(conn, actor, verb, "registration", registration_id,
                               event_id=event["id"], summary={"state": reg["state"]})  # fmt: skip
@@ -271,6 +277,8 @@ async def _write_attendee(
         # field names only: the values are PII
         await write_audit(conn, actor, verb, "registration", reg["id"], event_id=event_id,
                           summary={"fields": changed})  # fmt: skip
+        # the attendee's details changed: mails that failed for them alone are tried again
+        await retry_failed_mails(conn, event_id, reg["id"], reg["event_slot_id"], now)
     return (await read_many(conn, [reg["id"]]))[0]
 
 

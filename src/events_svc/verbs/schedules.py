@@ -1,8 +1,10 @@
 """Due times of scheduler rows: computed at write, recomputed when dates move.
 
 One statement set, used by the mail verbs (create/patch), the event verbs (date
-changes) and the slot verbs (slot changes), in the writer's transaction. Only
-unsent work moves: receipts already sent stay sent.
+changes) and the slot verbs (slot changes), in the writer's transaction, under
+its event lock. Only unsent work moves: receipts already sent stay sent. The
+event's scheduler rows are locked (by id) before their slot children and
+receipts are touched: the lock order every scheduler writer and the pass share.
 """
 
 from __future__ import annotations
@@ -11,9 +13,10 @@ from datetime import datetime
 from uuid import UUID
 
 from events_svc.db import Connection
-from events_svc.verbs.arming import CHANNEL
+from events_svc.verbs.arming import lock_schedulers, wake_schedulers
 
-# multi-slot events: one child per slot for each event-based scheduler
+# multi-slot events: one child per slot for each event-based scheduler of the event (or the
+# one named: the pass creates the children of the row it holds, never of another)
 _MATERIALIZE_CHILDREN = """
 INSERT INTO event.mail_slots (scheduler_id, slot_id, scheduled_date)
 SELECT m.id, s.id, event.mail_due(m.interval_kind, m.interval_unit, m.interval_nbr,
@@ -21,7 +24,7 @@ SELECT m.id, s.id, event.mail_due(m.interval_kind, m.interval_unit, m.interval_n
 FROM event.mails m
 JOIN event.events e ON e.id = m.event_id AND e.is_multi_slots
 JOIN event.slots s ON s.event_id = m.event_id
-WHERE m.event_id = $1 AND m.interval_kind <> 'after_sub'
+WHERE m.event_id = $1 AND ($2::uuid IS NULL OR m.id = $2) AND m.interval_kind <> 'after_sub'
 ON CONFLICT ON CONSTRAINT mail_slots_scheduler_slot_key DO NOTHING
 """
 _RESCHEDULE_CHILDREN = """
@@ -64,18 +67,20 @@ UPDATE event.mails m SET scheduled_date = CASE
 FROM event.events e
 WHERE m.event_id = $1 AND e.id = m.event_id AND NOT m.mail_done
 """
-_NOTIFY = "SELECT pg_notify($1, $2)"
 
 
-async def materialize_slot_children(conn: Connection, event_id: UUID) -> None:
-    """Create the missing per-slot children of the event's event-based schedulers."""
-    await conn.execute(_MATERIALIZE_CHILDREN, event_id)
+async def materialize_slot_children(conn: Connection, event_id: UUID, scheduler_id: UUID) -> None:
+    """Create the missing per-slot children of one event-based scheduler (the pass holds
+    its row; it never writes the children of a row it does not hold)."""
+    await conn.execute(_MATERIALIZE_CHILDREN, event_id, scheduler_id)
 
 
 async def reschedule_event(conn: Connection, event_id: UUID, now: datetime) -> None:
     """Recompute the due times of the event's unsent scheduler work; wake the loops."""
-    await conn.execute(_MATERIALIZE_CHILDREN, event_id)
+    if not await lock_schedulers(conn, event_id):
+        return
+    await conn.execute(_MATERIALIZE_CHILDREN, event_id, None)
     await conn.execute(_RESCHEDULE_CHILDREN, event_id)
     await conn.execute(_RESCHEDULE_AFTER_SUB_RECEIPTS, event_id)
     await conn.execute(_RESCHEDULE_PARENTS, event_id, now)
-    await conn.execute(_NOTIFY, CHANNEL, str(event_id))
+    await wake_schedulers(conn, event_id)

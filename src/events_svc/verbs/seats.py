@@ -154,3 +154,24 @@ async def ensure_seats(
                          slot_id, ticket["id"])  # fmt: skip
         else:
             await _check(conn, "ticket", ticket["id"], t_cap, wanted, _COUNT_TICKET, ticket["id"])
+
+
+async def ensure_cap_covers_taken(
+    conn: Connection, event: dict[str, Any], ticket_id: UUID | None, cap: int
+) -> None:
+    """Refuse `seats_below_taken` when a limited cap (`cap > 0`) for the event (or one of
+    its tickets) is below the seats already taken in the fullest scope it caps: per slot
+    on a multi-slot event. The caller holds the event lock; the count is the read model's."""
+    if cap <= 0:
+        return
+    multi = bool(event["is_multi_slots"])
+    taken: Counter[UUID | None] = Counter()
+    for row in await conn.fetch(_TAKEN_BY_SCOPE, event["id"]):
+        if ticket_id is None or row["event_ticket_id"] == ticket_id:
+            taken[row["event_slot_id"] if multi else None] += int(row["n"])
+    most = max(taken.values(), default=0)
+    if most > cap:
+        raise errors.SeatsBelowTaken(
+            f"{most} seat(s) are taken; seats_max cannot go below that.",
+            field="seats_max", seats_max=cap, taken=most,
+        )  # fmt: skip

@@ -21,12 +21,13 @@ from events_svc.verbs.audit import write_audit
 from events_svc.verbs.common import clamp_limit, decode_cursor, merge_patch, page
 from events_svc.verbs.events import lock_event
 from events_svc.verbs.schedules import reschedule_event
+from events_svc.verbs.seats import ensure_cap_covers_taken
 
 _TICKET_GET = """
 SELECT k.* FROM event.tickets k JOIN event.events e ON e.id = k.event_id
 WHERE k.id = $1 AND ($2::uuid IS NULL OR e.company_id IS NULL OR e.company_id = $2)
 """
-_TICKET_LOCK = "SELECT * FROM event.tickets WHERE id = $1 FOR UPDATE"
+_TICKET_LOCK = "SELECT * FROM event.tickets WHERE id = $1 FOR NO KEY UPDATE"
 _TICKET_LIST = """
 SELECT k.* FROM event.tickets k JOIN event.events e ON e.id = k.event_id
 WHERE ($1::uuid IS NULL OR k.event_id = $1)
@@ -50,7 +51,7 @@ _SLOT_GET = """
 SELECT s.* FROM event.slots s JOIN event.events e ON e.id = s.event_id
 WHERE s.id = $1 AND ($2::uuid IS NULL OR e.company_id IS NULL OR e.company_id = $2)
 """
-_SLOT_LOCK = "SELECT * FROM event.slots WHERE id = $1 FOR UPDATE"
+_SLOT_LOCK = "SELECT * FROM event.slots WHERE id = $1 FOR NO KEY UPDATE"
 _SLOT_LIST = """
 SELECT s.* FROM event.slots s JOIN event.events e ON e.id = s.event_id
 WHERE ($1::uuid IS NULL OR s.event_id = $1)
@@ -143,11 +144,15 @@ async def list_tickets(
 async def patch_ticket(
     pool: Pool, actor: Actor, ticket_id: UUID, changes: dict[str, Any], now: datetime
 ) -> dict[str, Any]:
-    """Write the fields sent (event row, then ticket row locked)."""
+    """Write the fields sent (event row, then ticket row locked); seats_max never below
+    the seats the ticket already holds."""
     async with transaction(pool) as conn:
-        _, current = await _lock_child(conn, actor, _TICKET_GET, _TICKET_LOCK, ticket_id, "ticket")
+        event, current = await _lock_child(conn, actor, _TICKET_GET, _TICKET_LOCK, ticket_id,
+                                           "ticket")  # fmt: skip
         new = merge_patch(current, changes, _TICKET_NOT_NULL)
         check_per_order_cap(new["seats_max"], new["limit_max_per_order"])
+        if "seats_max" in changes:
+            await ensure_cap_covers_taken(conn, event, ticket_id, int(new["seats_max"]))
         row = must(await conn.fetchrow(
             _TICKET_UPDATE, ticket_id, new["name"], new["description"], new["seats_max"],
             new["limit_max_per_order"], new["start_sale_datetime"], new["end_sale_datetime"], now,

@@ -14,6 +14,7 @@ from events_svc import errors
 from events_svc.actors import Actor
 from events_svc.db import Pool, transaction
 from events_svc.models import TypeMailLine, TypeQuestionLine, TypeTicketLine
+from events_svc.ports import TemplateRenderer
 from events_svc.verbs import catalog
 from events_svc.verbs.audit import write_audit
 from events_svc.verbs.tickets import check_per_order_cap
@@ -47,13 +48,19 @@ async def add_type_line(
     type_id: UUID,
     line: TypeMailLine | TypeTicketLine | TypeQuestionLine,
     now: datetime,
+    *,
+    templates: TemplateRenderer,
 ) -> dict[str, Any]:
-    """Add a template line to a type (type row locked); answers the whole type."""
+    """Add a template line to a type (type row locked); answers the whole type. A mail
+    line must name a template the composed renderer knows."""
     async with transaction(pool) as conn:
         if await conn.fetchrow(_LOCK_TYPE, type_id) is None:
             raise errors.NotFound("No such type.")
         if isinstance(line, TypeMailLine):
             kind = "mail"
+            if await templates.template_kind(conn, line.template_ref) is None:
+                raise errors.TemplateNotFound(field="template_ref",
+                                              template_ref=str(line.template_ref))  # fmt: skip
             line_id = await conn.fetchval(
                 _ADD_MAIL, type_id, line.sequence, line.interval_nbr, line.interval_unit,
                 line.interval_kind, line.template_ref, line.template_kind,
