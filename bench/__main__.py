@@ -369,12 +369,13 @@ HEADER = (
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=3.0, help="duration of each cell")
-    parser.add_argument("--sizes", default="0,10000,100000")
+    parser.add_argument("--sizes", default="0,10000,100000",
+                        help="existing registrations per cell ('' skips this part)")  # fmt: skip
     parser.add_argument("--concurrency", default="1,8,32")
     parser.add_argument("--reminder", type=int, default=100_000,
                         help="attendees of the reminder benchmark (0 skips it)")  # fmt: skip
     args = parser.parse_args()
-    sizes = [int(x) for x in args.sizes.split(",")]
+    sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
     concurrency = [int(x) for x in args.concurrency.split(",")]
     try:
         import uvloop  # noqa: PLC0415 - optional: the server side uses it through uvicorn
@@ -385,11 +386,12 @@ def main() -> None:
         loop_name = "asyncio"
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python "
           f"{platform.python_version()}, {loop_name}; {args.seconds:g} s per cell")  # fmt: skip
-    print(HEADER, flush=True)
     with admin_server() as admin_url:
-        rows = asyncio.run(run(admin_url, sizes, concurrency, args.seconds))
-        print("\n" + HEADER)
-        print("\n".join(rows))
+        if sizes:
+            print(HEADER, flush=True)
+            rows = asyncio.run(run(admin_url, sizes, concurrency, args.seconds))
+            print("\n" + HEADER)
+            print("\n".join(rows))
         if args.reminder:
             line = asyncio.run(reminder_run(admin_url, args.reminder))
             print("\nOne before_event reminder, standalone adapters, default batch and cap:")

@@ -237,7 +237,10 @@ def main(argv: list[str] | None = None) -> int:
     except errors.DomainError as exc:
         print(f"events-svc: {exc.code}: {exc.detail}", file=sys.stderr)
         return 1
-    except (ValueError, OSError, asyncpg.PostgresError) as exc:
+    except asyncpg.PostgresError as exc:  # its text may carry the statement's values
+        print(f"events-svc: {type(exc).__name__} (SQLSTATE {exc.sqlstate})", file=sys.stderr)
+        return 1
+    except (ValueError, OSError) as exc:
         print(f"events-svc: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
 

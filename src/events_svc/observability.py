@@ -25,6 +25,8 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from events_svc.diagnostics import error_fields
+
 access_log = logging.getLogger("events_svc.access")
 request_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="")
 _SAFE_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
@@ -74,6 +76,9 @@ class Metrics:
                                 "Scheduler failures by kind", ["kind"], registry=r)  # fmt: skip
         self.lag = Gauge("events_scheduler_lag_seconds",
                          "Age of the oldest due but unsent scheduler work", registry=r)  # fmt: skip
+        self.lines_failing = Gauge("events_scheduler_lines_failing",
+                                   "Scheduler lines whose last attempt failed (backing off)",
+                                   registry=r)  # fmt: skip
 
     def observe_pass(self, summary: Any) -> None:
         self.passes.inc()
@@ -140,3 +145,46 @@ class RequestObserver:
                 "method": scope["method"], "route": route, "status": status,
                 "duration_ms": round(took * 1000, 2), "request_id": rid}})  # fmt: skip
             request_id_var.reset(token)
+
+
+error_log = logging.getLogger("events_svc.errors")
+
+
+class CrashGuard:
+    """ASGI middleware, innermost: an exception no handler took becomes ONE error log line
+    (its type, SQLSTATE and stack; never its message, see `error_fields`) carrying the
+    request id, and a 500 `internal_error` answer naming that id. Nothing re-raises it, so
+    the server does not log it a second time."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def watch(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watch)
+        except Exception as exc:
+            rid = request_id_var.get()
+            route = getattr(scope.get("route"), "path", None) or "unmatched"
+            error_log.error("unhandled error", extra={"fields": {
+                **error_fields(exc), "method": scope["method"], "route": route,
+                "request_id": rid}})  # fmt: skip
+            if started:
+                return  # the answer is already on its way: the server closes the connection
+            answer = {"code": "internal_error", "detail": "An internal error occurred.",
+                      "request_id": rid}  # fmt: skip
+            body = json.dumps({"error": answer}).encode()
+            await send({"type": "http.response.start", "status": 500, "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode())]})  # fmt: skip
+            await send({"type": "http.response.body", "body": body})

@@ -138,6 +138,7 @@ class Settings:
     rate_limit_email: str = "10/hour"
     rate_limit_storage: str = "memory://"
     public_base_url: str = ""
+    max_body_bytes: int = 1024 * 1024
 
     def __post_init__(self) -> None:
         if self.pool_min > self.pool_max:
@@ -185,4 +186,5 @@ class Settings:
             rate_limit_email=_limit(e, "EVENT_RATE_LIMIT_EMAIL", "10/hour"),
             rate_limit_storage=_storage(e, "EVENT_RATE_LIMIT_STORAGE"),
             public_base_url=_base_url(e, "EVENTS_PUBLIC_BASE_URL"),
+            max_body_bytes=_int(e, "EVENTS_MAX_BODY_BYTES", 1024 * 1024, minimum=1024),
         )

