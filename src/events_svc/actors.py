@@ -46,8 +46,5 @@ class Actor:
     def has(self, scope: str) -> bool:
         return "*" in self.scopes or scope in self.scopes
 
-    def may_see_company(self, company_id: UUID | None) -> bool:
-        return self.company_id is None or company_id is None or company_id == self.company_id
-
 
 SYSTEM = Actor(id="system", kind="system", scopes=frozenset({"*"}), name="system")

@@ -24,6 +24,7 @@ from events_svc import db, errors, migrate
 from events_svc.adapters.standalone import standalone_ports
 from events_svc.bodylimit import BodyLimit
 from events_svc.capabilities import CapabilityCodec
+from events_svc.links import BASE_PATH
 from events_svc.models import ADMIN_ERRORS, PUBLIC_ERRORS, error_responses
 from events_svc.observability import CrashGuard, JsonFormatter, PoolCollector, RequestObserver
 from events_svc.ports import Ports
@@ -38,8 +39,6 @@ from events_svc.settings import Settings
 from events_svc.throttle import Throttle
 
 log = logging.getLogger("events_svc")
-
-BASE_PATH = "/api/v1/event"
 
 
 # Declared on every route with the one error body; declaring 422 also keeps FastAPI
@@ -179,7 +178,7 @@ async def service_lifespan(ctx: ServiceContext) -> AsyncIterator[None]:
     loop = None
     if ctx.settings.scheduler_enabled:
         loop = SchedulerLoop(ctx.db, ctx.ports, ctx.settings, ctx.clock, metrics=ctx.metrics)
-        ctx.extras["scheduler"] = loop
+        ctx.scheduler = loop
         loop.start()
     try:
         yield

@@ -54,8 +54,11 @@ class BodyLimit:
 
 def _replay(chunks: list[bytes], last: Message | None, receive: Receive) -> Receive:
     """A receive that answers the body read so far, then defers to the real one."""
-    pending: list[Message] = [{"type": "http.request", "body": b"".join(chunks),
-                               "more_body": False}] if last is None else [last]  # fmt: skip
+    pending: list[Message] = (
+        [{"type": "http.request", "body": b"".join(chunks), "more_body": False}]
+        if last is None
+        else [last]
+    )
 
     async def replay() -> Message:
         if pending:
@@ -70,11 +73,15 @@ async def _refuse(send: Send, limit: int) -> None:
         f"The request body is larger than {limit} bytes.", limit_bytes=limit
     )
     body = json.dumps(refusal.body()).encode()
-    await send({
-        "type": "http.response.start",
-        "status": refusal.status,
-        "headers": [(b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                    (b"connection", b"close")],
-    })  # fmt: skip
+    await send(
+        {
+            "type": "http.response.start",
+            "status": refusal.status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"connection", b"close"),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": body})

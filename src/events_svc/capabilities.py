@@ -1,7 +1,7 @@
 """The ONE capability codec: signed, purpose-salted tokens for public links.
 
-itsdangerous signs a compact JSON payload with the purpose as the salt, so a
-token minted for one purpose never opens another. The expiry travels inside the
+itsdangerous signs a compact JSON payload with HMAC-SHA256 and the purpose as the
+salt, so a token minted for one purpose never opens another. The expiry travels inside the
 payload and is checked against the `now` the caller passes (time is a
 parameter). `EVENT_CAPABILITY_SECRET` may list several secrets: the first
 signs, all verify, so a new secret can be rolled in before the old one is
@@ -11,6 +11,7 @@ purpose or signed by a removed secret all answer None.
 
 from __future__ import annotations
 
+import hashlib
 from datetime import UTC, datetime
 from typing import Any
 
@@ -40,7 +41,11 @@ class CapabilityCodec:
         if purpose not in PURPOSES:
             raise ValueError(f"unknown capability purpose {purpose}")
         # itsdangerous signs with the LAST key and verifies with all of them
-        return URLSafeSerializer(list(reversed(self._secrets)), salt=purpose)
+        return URLSafeSerializer(
+            list(reversed(self._secrets)),
+            salt=purpose,
+            signer_kwargs={"digest_method": hashlib.sha256},
+        )
 
     def mint(self, purpose: str, payload: dict[str, Any], expires_at: datetime | None) -> str:
         body = dict(payload)

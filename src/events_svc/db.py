@@ -100,11 +100,6 @@ CONSTRAINT_ERRORS: dict[str, type[errors.DomainError] | _FK] = {
 }
 
 
-def register_constraint(name: str, error: type[errors.DomainError] | _FK) -> None:
-    """Later arms add their own constraint names here at import time."""
-    CONSTRAINT_ERRORS[name] = error
-
-
 def refusal_for(exc: asyncpg.IntegrityConstraintViolationError) -> errors.DomainError | None:
     """The refusal registered for the violated constraint, or None (a bug)."""
     name = getattr(exc, "constraint_name", None)
@@ -185,8 +180,11 @@ async def _keep_session(conn: asyncpg.Connection[asyncpg.Record]) -> None:
     """Release without the reset query (one round trip saved per request).
 
     asyncpg still rolls back an open transaction before this runs. Pooled connections
-    never take session state (no SET, LISTEN, advisory lock or cursor): the migration
-    runner and the scheduler's LISTEN use connections of their own.
+    never take session state (no SET, advisory lock or cursor; a transaction's own
+    `SET LOCAL` ends with it): the migration runner uses a connection of its own, and so
+    does the scheduler's LISTEN when the database URL is known. A host that hands in only
+    a pool lends the loop one pooled connection for LISTEN, which the loop holds for its
+    whole life and unlistens before giving it back.
     """
 
 

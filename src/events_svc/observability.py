@@ -59,26 +59,38 @@ class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
-        self.requests = Counter("events_http_requests_total", "HTTP requests",
-                                ["method", "route", "status"], registry=r)  # fmt: skip
-        self.duration = Histogram("events_http_request_duration_seconds", "HTTP request time",
-                                  ["route"], registry=r)  # fmt: skip
-        self.registrations = Counter("events_registrations_total",
-                                     "Register calls by outcome (created or the refusal code)",
-                                     ["outcome"], registry=r)  # fmt: skip
-        self.passes = Counter("events_scheduler_passes_total", "Scheduler passes run",
-                              registry=r)  # fmt: skip
-        self.pass_errors = Counter("events_scheduler_pass_errors_total",
-                                   "Scheduler passes that failed", registry=r)  # fmt: skip
-        self.mails = Counter("events_mails_queued_total", "Mails queued (sent = queued)",
-                             registry=r)  # fmt: skip
-        self.failures = Counter("events_scheduler_failures_total",
-                                "Scheduler failures by kind", ["kind"], registry=r)  # fmt: skip
-        self.lag = Gauge("events_scheduler_lag_seconds",
-                         "Age of the oldest due but unsent scheduler work", registry=r)  # fmt: skip
-        self.lines_failing = Gauge("events_scheduler_lines_failing",
-                                   "Scheduler lines whose last attempt failed (backing off)",
-                                   registry=r)  # fmt: skip
+        self.requests = Counter(
+            "events_http_requests_total", "HTTP requests", ["method", "route", "status"], registry=r
+        )
+        self.duration = Histogram(
+            "events_http_request_duration_seconds", "HTTP request time", ["route"], registry=r
+        )
+        self.registrations = Counter(
+            "events_registrations_total",
+            "Register calls by outcome (created or the refusal code)",
+            ["outcome"],
+            registry=r,
+        )
+        self.passes = Counter("events_scheduler_passes_total", "Scheduler passes run", registry=r)
+        self.pass_errors = Counter(
+            "events_scheduler_pass_errors_total", "Scheduler passes that failed", registry=r
+        )
+        self.mails = Counter(
+            "events_mails_queued_total", "Mails queued (sent = queued)", registry=r
+        )
+        self.failures = Counter(
+            "events_scheduler_failures_total", "Scheduler failures by kind", ["kind"], registry=r
+        )
+        self.lag = Gauge(
+            "events_scheduler_lag_seconds",
+            "Age of the oldest due but unsent scheduler work",
+            registry=r,
+        )
+        self.lines_failing = Gauge(
+            "events_scheduler_lines_failing",
+            "Scheduler lines whose last attempt failed (backing off)",
+            registry=r,
+        )
 
     def observe_pass(self, summary: Any) -> None:
         self.passes.inc()
@@ -130,8 +142,7 @@ class RequestObserver:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
-                message["headers"] = [*message.get("headers", []),
-                                      (b"x-request-id", rid.encode())]  # fmt: skip
+                message["headers"] = [*message.get("headers", []), (b"x-request-id", rid.encode())]
             await send(message)
 
         try:
@@ -141,9 +152,18 @@ class RequestObserver:
             route = getattr(scope.get("route"), "path", None) or "unmatched"
             self.metrics.requests.labels(scope["method"], route, str(status)).inc()
             self.metrics.duration.labels(route).observe(took)
-            access_log.info("request", extra={"fields": {
-                "method": scope["method"], "route": route, "status": status,
-                "duration_ms": round(took * 1000, 2), "request_id": rid}})  # fmt: skip
+            access_log.info(
+                "request",
+                extra={
+                    "fields": {
+                        "method": scope["method"],
+                        "route": route,
+                        "status": status,
+                        "duration_ms": round(took * 1000, 2),
+                        "request_id": rid,
+                    }
+                },
+            )
             request_id_var.reset(token)
 
 
@@ -176,15 +196,33 @@ class CrashGuard:
         except Exception as exc:
             rid = request_id_var.get()
             route = getattr(scope.get("route"), "path", None) or "unmatched"
-            error_log.error("unhandled error", extra={"fields": {
-                **error_fields(exc), "method": scope["method"], "route": route,
-                "request_id": rid}})  # fmt: skip
+            error_log.error(
+                "unhandled error",
+                extra={
+                    "fields": {
+                        **error_fields(exc),
+                        "method": scope["method"],
+                        "route": route,
+                        "request_id": rid,
+                    }
+                },
+            )
             if started:
                 return  # the answer is already on its way: the server closes the connection
-            answer = {"code": "internal_error", "detail": "An internal error occurred.",
-                      "request_id": rid}  # fmt: skip
+            answer = {
+                "code": "internal_error",
+                "detail": "An internal error occurred.",
+                "request_id": rid,
+            }
             body = json.dumps({"error": answer}).encode()
-            await send({"type": "http.response.start", "status": 500, "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode())]})  # fmt: skip
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 500,
+                    "headers": [
+                        (b"content-type", b"application/json"),
+                        (b"content-length", str(len(body)).encode()),
+                    ],
+                }
+            )
             await send({"type": "http.response.body", "body": body})

@@ -14,13 +14,6 @@ from uuid import UUID
 from events_svc import errors
 
 
-class PartnerDirectoryNotComposed(errors.DomainError):
-    """No partner directory is wired into this deployment."""
-
-    code = "partner_directory_not_composed"
-    status = 503
-
-
 @dataclass(frozen=True)
 class PartnerContact:
     """What a partner directory knows of a party: its contact fields."""
@@ -41,7 +34,7 @@ class RefusingPartnerDirectory:
     """The default: refuses every lookup with 503 partner_directory_not_composed."""
 
     async def contact(self, partner_id: UUID) -> PartnerContact | None:
-        raise PartnerDirectoryNotComposed()
+        raise errors.PartnerDirectoryNotComposed()
 
 
 # --- communication: rendering and queueing --------------------------------------------------
@@ -118,13 +111,6 @@ class MailQueue(Protocol):
         ...
 
 
-class TemplateRendererNotComposed(errors.DomainError):
-    """No template renderer is wired into this deployment: no line can name a template."""
-
-    code = "template_renderer_not_composed"
-    status = 503
-
-
 class RefusingTemplateRenderer:
     """The default when no renderer is composed: every send fails visibly, and writing a
     line that names a template answers 503 template_renderer_not_composed."""
@@ -133,7 +119,7 @@ class RefusingTemplateRenderer:
         raise MailRefused("template_renderer_not_composed", "no template renderer is composed")
 
     async def template_kind(self, conn: Any, template_ref: UUID) -> str | None:
-        raise TemplateRendererNotComposed()
+        raise errors.TemplateRendererNotComposed()
 
 
 class RefusingMailQueue:

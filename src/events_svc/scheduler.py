@@ -7,7 +7,7 @@ wakes early on `NOTIFY event_mail_due` from the arming verbs. Once a day at
 may run it: every claim is `FOR UPDATE SKIP LOCKED`. Stopping lets the batch in
 hand finish and commit.
 
-It never spins. A failing line backs itself off (see `verbs.mail_pass`), so a loop
+It never spins. A failing line backs itself off (see `verbs.mail.failures`), so a loop
 whose only due work is failing sleeps. A pass that itself fails, or one that finds
 due work it cannot take (rows locked by another instance), makes the loop wait
 longer each time (seconds, doubling); a lost LISTEN connection is retried the same
@@ -31,12 +31,14 @@ import asyncpg
 from events_svc.capabilities import CapabilityCodec
 from events_svc.db import Pool
 from events_svc.diagnostics import error_fields
+from events_svc.links import AttendeeLinks
 from events_svc.observability import Metrics
 from events_svc.ports import Ports
 from events_svc.settings import Settings
-from events_svc.verbs.arming import CHANNEL
-from events_svc.verbs.done_sweep import sweep_done_events
-from events_svc.verbs.mail_pass import PassOptions, RunSummary, next_due, run_mail_pass
+from events_svc.verbs.lifecycle import sweep_done_events
+from events_svc.verbs.mail.arming import CHANNEL
+from events_svc.verbs.mail.pass_ import RunSummary, next_due, run_mail_pass
+from events_svc.verbs.mail.send import PassOptions
 
 log = logging.getLogger("events_svc.scheduler")
 
@@ -51,14 +53,18 @@ def doubling(first: float, ceiling: float, streak: int) -> float:
     return float(min(first * (1 << min(max(streak - 1, 0), 30)), ceiling))
 
 
+def attendee_links(settings: Settings) -> AttendeeLinks:
+    """The links mail templates carry, as this deployment can mint them."""
+    codec = CapabilityCodec(settings.capability_secrets)
+    return AttendeeLinks(codec, settings.public_base_url, settings.ics_ttl_s)
+
+
 def pass_options(settings: Settings) -> PassOptions:
     return PassOptions(
         batch=settings.mail_batch,
         cap=settings.mail_cron_limit,
         default_sender=settings.mail_sender,
-        codec=CapabilityCodec(settings.capability_secrets),
-        public_base_url=settings.public_base_url,
-        ics_ttl_s=settings.ics_ttl_s,
+        links=attendee_links(settings),
     )
 
 
@@ -109,8 +115,9 @@ class SchedulerLoop:
     async def run_once(self) -> RunSummary:
         """One pass (and the sweep when it is due)."""
         now = self.clock()
-        summary = await run_mail_pass(self.pool(), self.ports, pass_options(self.settings), now,
-                                      stopping=self.stopping.is_set)  # fmt: skip
+        summary = await run_mail_pass(
+            self.pool(), self.ports, pass_options(self.settings), now, stopping=self.stopping.is_set
+        )
         if now >= self.sweep_at and not self.stopping.is_set():
             moved = await sweep_done_events(self.pool(), now)
             log.info("done sweep moved %d event(s)", moved)
@@ -168,8 +175,13 @@ class SchedulerLoop:
                 self.lost += 1
                 wait = doubling(BLOCKED_FIRST_S, BLOCKED_MAX_S, self.lost)
                 level = logging.ERROR if self.lost == 1 else logging.DEBUG
-                log.log(level, "scheduler loop lost its database connection", extra={"fields": {
-                    **error_fields(exc), "attempts": self.lost, "retry_in_s": wait}})  # fmt: skip
+                log.log(
+                    level,
+                    "scheduler loop lost its database connection",
+                    extra={
+                        "fields": {**error_fields(exc), "attempts": self.lost, "retry_in_s": wait}
+                    },
+                )
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self.stopping.wait(), timeout=wait)
 

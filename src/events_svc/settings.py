@@ -81,7 +81,7 @@ def _clock(env: Mapping[str, str], name: str, default: str) -> str:
 
 
 def _limit(env: Mapping[str, str], name: str, default: str) -> str:
-    from limits import parse  # noqa: PLC0415 - slowapi's rate-limit grammar
+    from limits import parse  # noqa: PLC0415 - the rate-limit grammar ("60/minute")
 
     value = env.get(name, "").strip() or default
     try:
@@ -121,8 +121,6 @@ class Settings:
     capability_secrets: tuple[str, ...] = ()
     mail_batch: int = 50
     mail_cron_limit: int = 1000
-    lead_batch: int = 50
-    lead_cron_limit: int = 1000
     trusted_proxy: bool = False
     intake_public: bool = False
     migrations_dir: Path | None = None
@@ -169,8 +167,6 @@ class Settings:
             capability_secrets=_secrets(e, "EVENT_CAPABILITY_SECRET"),
             mail_batch=_int(e, "EVENT_MAIL_BATCH", 50),
             mail_cron_limit=_int(e, "EVENT_MAIL_CRON_LIMIT", 1000),
-            lead_batch=_int(e, "EVENT_LEAD_BATCH", 50),
-            lead_cron_limit=_int(e, "EVENT_LEAD_CRON_LIMIT", 1000),
             trusted_proxy=_bool(e, "EVENT_TRUSTED_PROXY", False),
             intake_public=_bool(e, "EVENT_INTAKE_PUBLIC", False),
             migrations_dir=Path(migrations) if migrations else None,

@@ -1,28 +1,36 @@
-"""EventSurface: what a host calls in-process (no HTTP): the seat read model, the
-publication state of an event, and the state view of a registration.
+"""EventSurface: what a host calls in-process, without HTTP.
 
-Every method reads through the same verbs as the API; nothing here is a second
-seat counter or a second source of truth.
+Six members, each the same verb the routes call: `seat_availability` (the one seat
+read model), `publication_state`, `registration_state` (the state/sale_status pair),
+`register_intake` (the guarded intake: the one register verb behind the intake's
+rules), `mint_capability` (calendar, tickets and private registration links) and
+`run_due_schedulers` (one scheduler pass now). No SQL lives here; nothing here is a
+second seat counter or a second source of truth.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 from uuid import UUID
 
-from events_svc import errors
 from events_svc.actors import SYSTEM, Actor
-from events_svc.db import Pool, connection, transaction
+from events_svc.adapters.standalone import standalone_ports
+from events_svc.capabilities import CapabilityCodec
+from events_svc.db import Pool, transaction
+from events_svc.models import AttendeeInput
+from events_svc.ports import Ports
+from events_svc.scheduler import pass_options
+from events_svc.settings import Settings
+from events_svc.verbs import public
 from events_svc.verbs.events import get_event_row
+from events_svc.verbs.mail.pass_ import RunSummary, run_mail_pass
+from events_svc.verbs.publication import get_publication_state
+from events_svc.verbs.registrations import get_registration_state
 from events_svc.verbs.seats import get_seat_view
 
-_REGISTRATION_STATE = """
-SELECT id, event_id, state::text AS state, sale_status::text AS sale_status, active, version
-FROM event.registrations r
-WHERE r.id = $1 AND ($2::uuid IS NULL OR r.company_id IS NULL OR r.company_id = $2)
-"""
+Purpose = Literal["ics", "my_tickets", "intake"]
 
 
 def _utc_now() -> datetime:
@@ -30,14 +38,20 @@ def _utc_now() -> datetime:
 
 
 class EventSurface:
-    """In-process reads for a host; `actor` fences them (default: the system actor)."""
+    """In-process reads and verbs for a host; `actor` fences them (default: the system)."""
 
     def __init__(
-        self, pool: Pool, actor: Actor = SYSTEM, clock: Callable[[], datetime] = _utc_now
+        self,
+        pool: Pool,
+        settings: Settings,
+        *,
+        ports: Ports | None = None,
+        actor: Actor = SYSTEM,
+        clock: Callable[[], datetime] = _utc_now,
     ) -> None:
-        self.pool = pool
-        self.actor = actor
-        self.clock = clock
+        self.pool, self.settings, self.actor, self.clock = pool, settings, actor, clock
+        self.ports = ports if ports is not None else standalone_ports()
+        self.codec = CapabilityCodec(settings.capability_secrets)
 
     async def seat_availability(self, event_id: UUID) -> dict[str, Any]:
         """The one seat read model of an event (event, tickets, slots, available_min, sold out)."""
@@ -46,23 +60,59 @@ class EventSurface:
             return await get_seat_view(conn, event)
 
     async def publication_state(self, event_id: UUID) -> dict[str, Any]:
-        """{is_published, date_publish, is_visible}: visible = published and the date passed."""
-        async with connection(self.pool) as conn:
-            event = await get_event_row(conn, self.actor, event_id)
-        when = event["date_publish"]
-        visible = bool(event["is_published"]) and (when is None or when <= self.clock())
-        visible = visible and bool(event["active"])
-        return {
-            "event_id": event_id,
-            "is_published": event["is_published"],
-            "date_publish": when,
-            "is_visible": visible,
-        }
+        """{event_id, is_published, date_publish, is_visible}."""
+        return await get_publication_state(self.pool, self.actor, event_id, self.clock())
 
     async def registration_state(self, registration_id: UUID) -> dict[str, Any]:
-        """{state, sale_status, active, version} of one registration."""
-        async with connection(self.pool) as conn:
-            row = await conn.fetchrow(_REGISTRATION_STATE, registration_id, self.actor.company_id)
-        if row is None:
-            raise errors.NotFound("No such registration.")
-        return dict(row)
+        """{id, event_id, state, sale_status, active, version} of one registration."""
+        return await get_registration_state(self.pool, self.actor, registration_id)
+
+    async def register_intake(
+        self,
+        event_id_or_capability: str,
+        attendees: Sequence[AttendeeInput],
+        *,
+        ticket_id: UUID | None = None,
+        slot_id: UUID | None = None,
+    ) -> dict[str, Any]:
+        """The guarded intake, as `POST /intake/{event_id_or_capability}` runs it (without
+        the HTTP throttles): {registrations: [{registration_id, state}], my_tickets_token}."""
+        result, token = await public.register_intake(
+            self.pool, self.codec, event_id_or_capability, list(attendees), self.clock(),
+            ticket_id=ticket_id, slot_id=slot_id,
+        )  # fmt: skip
+        rows = [{"registration_id": r["id"], "state": r["state"]} for r in result.registrations]
+        return {"registrations": rows, "my_tickets_token": token}
+
+    async def mint_capability(
+        self,
+        purpose: Purpose,
+        event_id: UUID,
+        *,
+        slot_id: UUID | None = None,
+        registration_ids: Sequence[UUID] = (),
+        ttl_seconds: int | None = None,
+    ) -> dict[str, Any]:
+        """A link token, as the minting routes make it: {token, expires_at} (a tickets
+        link never expires)."""
+        now, s = self.clock(), self.settings
+        if purpose == "ics":
+            ttl = ttl_seconds or s.ics_ttl_s
+            token, expires = await public.mint_ics(
+                self.pool, self.actor, self.codec, event_id, slot_id, ttl, now
+            )
+            return {"token": token, "expires_at": expires}
+        if purpose == "intake":
+            ttl = ttl_seconds or s.intake_ttl_s
+            token, expires = await public.mint_intake(
+                self.pool, self.actor, self.codec, event_id, ttl, now
+            )
+            return {"token": token, "expires_at": expires}
+        token = await public.mint_my_tickets(
+            self.pool, self.actor, self.codec, event_id, list(registration_ids)
+        )
+        return {"token": token, "expires_at": None}
+
+    async def run_due_schedulers(self) -> RunSummary:
+        """One scheduler pass now (what `POST /admin/schedulers/run` and the loop run)."""
+        return await run_mail_pass(self.pool, self.ports, pass_options(self.settings), self.clock())

@@ -1,4 +1,4 @@
-"""Throttles of the public routes: fixed windows (slowapi's `limits` engine).
+"""Throttles of the public routes: fixed windows from `limits`.
 
 Keys: the client IP, the capability (or event id) in the path, and on intake each
 normalised attendee email. The client IP is the socket peer, or the RIGHTMOST
@@ -67,8 +67,9 @@ class Throttle:
                 return self.shared, await self.shared.hit(item, *key)
             except Exception:  # an unreachable store must never turn into a 500
                 self.degraded_until = time.monotonic() + _RETRY_SHARED_S
-                log.warning("throttle store unreachable: using per-process windows for %ds",
-                            _RETRY_SHARED_S)  # fmt: skip
+                log.warning(
+                    "throttle store unreachable: using per-process windows for %ds", _RETRY_SHARED_S
+                )
         return self.local, await self.local.hit(item, *key)
 
     async def _hit(self, item: RateLimitItem, *key: str) -> None:

@@ -18,7 +18,7 @@ from events_svc.actors import Actor
 from events_svc.errors import Unauthenticated
 from events_svc.settings import Settings
 from events_svc.verbs.tokens import create_token, revoke_token
-from tests.probes.conftest import Api, event_body
+from tests.probes.helpers import Api, event_body
 
 
 async def test_admin_routes_need_a_valid_bearer_token(api: Api):
@@ -133,19 +133,31 @@ def test_token_cli_prints_the_token_once_and_revokes(db_url: str):
     cli = [sys.executable, "-m", "events_svc"]
     out = subprocess.run(
         [*cli, "token", "create", "--name", "deploy", "--scopes", "event:read,event:write"],
-        env=env, capture_output=True, text=True, check=True, timeout=60,
-    ).stdout  # fmt: skip
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
     token = out.strip().splitlines()[-1]
     assert token.startswith("evt_") and len(token) > 40
     token_id = out.split()[2]
-    listing = subprocess.run([*cli, "token", "list"], env=env, capture_output=True, text=True,
-                             check=True, timeout=60).stdout  # fmt: skip
+    listing = subprocess.run(
+        [*cli, "token", "list"], env=env, capture_output=True, text=True, check=True, timeout=60
+    ).stdout
     assert token_id in listing and "live" in listing and token not in listing
-    subprocess.run([*cli, "token", "revoke", token_id], env=env, check=True, timeout=60,
-                   capture_output=True)  # fmt: skip
-    listing = subprocess.run([*cli, "token", "list"], env=env, capture_output=True, text=True,
-                             check=True, timeout=60).stdout  # fmt: skip
+    subprocess.run(
+        [*cli, "token", "revoke", token_id], env=env, check=True, timeout=60, capture_output=True
+    )
+    listing = subprocess.run(
+        [*cli, "token", "list"], env=env, capture_output=True, text=True, check=True, timeout=60
+    ).stdout
     assert "revoked" in listing
-    bad = subprocess.run([*cli, "token", "create", "--name", "x", "--scopes", "nope"], env=env,
-                         capture_output=True, text=True, timeout=60)  # fmt: skip
+    bad = subprocess.run(
+        [*cli, "token", "create", "--name", "x", "--scopes", "nope"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert bad.returncode == 1 and "validation_failed" in bad.stderr

@@ -8,7 +8,7 @@ import asyncpg
 import httpx
 import pytest
 
-from tests.probes.conftest import Api, event_body, insert_registration
+from tests.probes.helpers import Api, insert_registration, make_event
 
 
 async def assert_wall(work, constraint: str) -> None:
@@ -18,12 +18,6 @@ async def assert_wall(work, constraint: str) -> None:
     assert caught.value.constraint_name == constraint
 
 
-async def _event(admin: httpx.AsyncClient, **over) -> dict:
-    r = await admin.post("/admin/events", json=event_body(**over))
-    assert r.status_code == 201, r.text
-    return r.json()
-
-
 async def test_stage_crud_and_stage_in_use(admin: httpx.AsyncClient):
     r = await admin.post("/admin/stages", json={"name": "Draft", "sequence": 1})
     assert r.status_code == 201
@@ -31,7 +25,7 @@ async def test_stage_crud_and_stage_in_use(admin: httpx.AsyncClient):
     r = await admin.patch(f"/admin/stages/{stage['id']}", json={"fold": True})
     assert r.json()["fold"] is True
     assert (await admin.get("/admin/stages")).json()["items"][0]["id"] == stage["id"]
-    await _event(admin, stage_id=stage["id"])
+    await make_event(admin, stage_id=stage["id"])
     r = await admin.delete(f"/admin/stages/{stage['id']}")
     assert r.status_code == 409 and r.json()["error"]["code"] == "stage_in_use", r.text
     spare = (await admin.post("/admin/stages", json={"name": "Spare"})).json()
@@ -47,7 +41,7 @@ async def test_tags_belong_to_categories_and_events_carry_them(admin: httpx.Asyn
     assert tag["color"] is None  # never a random colour
     r = await admin.post("/admin/tags", json={"category_id": cat["id"], "name": "Y", "color": 99})
     assert r.status_code == 422
-    ev = await _event(admin, tag_ids=[tag["id"]])
+    ev = await make_event(admin, tag_ids=[tag["id"]])
     assert ev["tag_ids"] == [tag["id"]]
     r = await admin.patch(f"/admin/events/{ev['id']}", json={"tag_ids": []})
     assert r.json()["tag_ids"] == []
@@ -62,11 +56,14 @@ async def test_types_validate_timezone_and_seats(admin: httpx.AsyncClient):
     assert r.status_code == 422 and r.json()["error"]["code"] == "validation_failed"
     assert r.json()["error"]["field"] == "seats_max"
     t = (await admin.post("/admin/types", json={"name": "T"})).json()
-    r = await admin.post(f"/admin/types/{t['id']}/tickets", json={"name": "A",
-                         "limit_max_per_order": 31})  # fmt: skip
+    r = await admin.post(
+        f"/admin/types/{t['id']}/tickets", json={"name": "A", "limit_max_per_order": 31}
+    )
     assert r.status_code == 422 and r.json()["error"]["field"] == "limit_max_per_order"
-    r = await admin.post(f"/admin/types/{t['id']}/tickets", json={"name": "A", "seats_max": 2,
-                         "limit_max_per_order": 3})  # fmt: skip
+    r = await admin.post(
+        f"/admin/types/{t['id']}/tickets",
+        json={"name": "A", "seats_max": 2, "limit_max_per_order": 3},
+    )
     assert r.status_code == 422 and r.json()["error"]["code"] == "per_order_cap_out_of_range"
     line = (await admin.post(f"/admin/types/{t['id']}/tickets", json={"name": "A"})).json()
     ticket_id = line["tickets"][0]["id"]
@@ -79,10 +76,10 @@ async def test_types_validate_timezone_and_seats(admin: httpx.AsyncClient):
 async def test_question_guards(api: Api, admin: httpx.AsyncClient):
     r = await admin.post("/admin/questions", json={"title": "Q", "is_default": True})
     assert r.status_code == 422 and r.json()["error"]["code"] == "default_question_not_reusable"
-    q = (await admin.post("/admin/questions", json={"title": "Size", "answers": [
-        {"name": "S", "sequence": 1}, {"name": "M", "sequence": 2}]})).json()  # fmt: skip
+    sizes = [{"name": "S", "sequence": 1}, {"name": "M", "sequence": 2}]
+    q = (await admin.post("/admin/questions", json={"title": "Size", "answers": sizes})).json()
     assert [a["name"] for a in q["answers"]] == ["S", "M"]
-    ev = await _event(admin)
+    ev = await make_event(admin)
     r = await admin.post(f"/admin/events/{ev['id']}/questions", json={"question_id": q["id"]})
     assert r.status_code == 201
     r = await admin.post(f"/admin/events/{ev['id']}/questions", json={"question_id": q["id"]})
@@ -93,8 +90,11 @@ async def test_question_guards(api: Api, admin: httpx.AsyncClient):
     async with api.pool.acquire() as conn:
         await conn.execute(
             "INSERT INTO event.registration_answers (registration_id, question_id,"
-            " value_answer_id) VALUES ($1, $2, $3)", reg, uuid.UUID(q["id"]), answer_id,
-        )  # fmt: skip
+            " value_answer_id) VALUES ($1, $2, $3)",
+            reg,
+            uuid.UUID(q["id"]),
+            answer_id,
+        )
     r = await admin.patch(f"/admin/questions/{q['id']}", json={"question_type": "text_box"})
     assert r.status_code == 409 and r.json()["error"]["code"] == "question_kind_locked"
     r = await admin.patch(f"/admin/questions/{q['id']}", json={"title": "T-shirt size"})
@@ -116,7 +116,7 @@ async def test_question_guards(api: Api, admin: httpx.AsyncClient):
 async def test_an_answer_must_belong_to_its_question(api: Api, admin: httpx.AsyncClient):
     q1 = await admin.post("/admin/questions", json={"title": "A", "answers": [{"name": "x"}]})
     q2 = (await admin.post("/admin/questions", json={"title": "B"})).json()
-    ev = await _event(admin)
+    ev = await make_event(admin)
     reg = await insert_registration(api.pool, uuid.UUID(ev["id"]))
     sql = "INSERT INTO event.registration_answers (registration_id, question_id, value_answer_id)"
     other_answer = uuid.UUID(q1.json()["answers"][0]["id"])
@@ -132,12 +132,18 @@ async def test_an_answer_must_belong_to_its_question(api: Api, admin: httpx.Asyn
 
 
 async def test_ticket_guards(api: Api, admin: httpx.AsyncClient):
-    ev = await _event(admin)
+    ev = await make_event(admin)
     base = {"event_id": ev["id"], "name": "Std"}
     r = await admin.post("/admin/tickets", json={**base, "seats_max": 4, "limit_max_per_order": 5})
     assert r.status_code == 422 and r.json()["error"]["code"] == "per_order_cap_out_of_range"
-    r = await admin.post("/admin/tickets", json={**base, "start_sale_datetime":
-        "2027-02-01T00:00:00Z", "end_sale_datetime": "2027-01-01T00:00:00Z"})  # fmt: skip
+    r = await admin.post(
+        "/admin/tickets",
+        json={
+            **base,
+            "start_sale_datetime": "2027-02-01T00:00:00Z",
+            "end_sale_datetime": "2027-01-01T00:00:00Z",
+        },
+    )
     assert r.status_code == 422 and r.json()["error"]["code"] == "date_order"
     r = await admin.post("/admin/tickets", json={**base, "event_id": str(uuid.uuid4())})
     assert r.status_code == 404
@@ -153,7 +159,7 @@ async def test_ticket_guards(api: Api, admin: httpx.AsyncClient):
 
 
 async def test_a_registration_ticket_must_belong_to_its_event(api: Api, admin):
-    ev1, ev2 = await _event(admin), await _event(admin)
+    ev1, ev2 = await make_event(admin), await make_event(admin)
     t = (await admin.post("/admin/tickets", json={"event_id": ev1["id"], "name": "A"})).json()
     await assert_wall(
         insert_registration(api.pool, uuid.UUID(ev2["id"]), ticket=uuid.UUID(t["id"])),
@@ -162,13 +168,12 @@ async def test_a_registration_ticket_must_belong_to_its_event(api: Api, admin):
 
 
 async def test_slot_guards(api: Api, admin: httpx.AsyncClient):
-    plain = await _event(admin)
-    r = await admin.post("/admin/slots", json={"event_id": plain["id"],
-        "date_begin": "2027-05-10T10:00:00Z", "date_end": "2027-05-10T11:00:00Z"})  # fmt: skip
+    plain = await make_event(admin)
+    dates = {"date_begin": "2027-05-10T10:00:00Z", "date_end": "2027-05-10T11:00:00Z"}
+    r = await admin.post("/admin/slots", json={"event_id": plain["id"], **dates})
     assert r.status_code == 422 and r.json()["error"]["code"] == "event_not_multi_slots"
-    ev = await _event(admin, is_multi_slots=True)
-    slot = {"event_id": ev["id"], "date_begin": "2027-05-10T10:00:00Z",
-            "date_end": "2027-05-10T11:00:00Z"}  # fmt: skip
+    ev = await make_event(admin, is_multi_slots=True)
+    slot = {"event_id": ev["id"], **dates}
     r = await admin.post("/admin/slots", json={**slot, "date_end": "2027-05-10T09:00:00Z"})
     assert r.status_code == 422 and r.json()["error"]["code"] == "date_order"
     r = await admin.post("/admin/slots", json={**slot, "date_begin": "2027-05-01T10:00:00Z"})
@@ -190,7 +195,7 @@ async def test_slot_guards(api: Api, admin: httpx.AsyncClient):
 
 
 async def test_an_event_with_slotless_registrations_cannot_become_multi_slot(api: Api, admin):
-    ev = await _event(admin)
+    ev = await make_event(admin)
     await insert_registration(api.pool, uuid.UUID(ev["id"]))
     r = await admin.patch(f"/admin/events/{ev['id']}", json={"is_multi_slots": True})
     assert r.status_code == 409 and r.json()["error"]["code"] == "registrations_without_slot"

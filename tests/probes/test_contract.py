@@ -5,7 +5,6 @@ JSON, phone shapes, HEAD on the service routes, and the OpenAPI document itself.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -16,7 +15,7 @@ import vobject
 from openapi_spec_validator import validate
 
 from events_svc.settings import Settings
-from tests.probes.conftest import BASE, event_body
+from tests.probes.helpers import event_body
 
 SECRET = "contract-secret-0123456789"
 PAST_INT32 = 2**31
@@ -25,15 +24,13 @@ PAST_INT32 = 2**31
 @pytest.fixture
 def settings(db_url: str) -> Settings:
     return Settings(
-        database_url=db_url, pool_min=1, pool_max=4, scheduler_enabled=False,
-        capability_secrets=(SECRET,), intake_public=True,
-    )  # fmt: skip
-
-
-@pytest.fixture
-async def public(app: Any) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE) as c:
-        yield c
+        database_url=db_url,
+        pool_min=1,
+        pool_max=4,
+        scheduler_enabled=False,
+        capability_secrets=(SECRET,),
+        intake_public=True,
+    )
 
 
 def refused(r: httpx.Response, code: str, field: str | None = None) -> dict[str, Any]:
@@ -62,12 +59,12 @@ async def world(admin: httpx.AsyncClient) -> dict[str, str]:
     await make("category", "/admin/tag-categories", {"name": "C"})
     await make("tag", "/admin/tags", {"name": "T", "category_id": ids["category"]})
     await make("type", "/admin/types", {"name": "T"})
-    question = await make("question", "/admin/questions", {"title": "Q", "answers": [
-        {"name": "A"}]})  # fmt: skip
+    question = await make(
+        "question", "/admin/questions", {"title": "Q", "answers": [{"name": "A"}]}
+    )
     ids["answer"] = question["answers"][0]["id"]
     await make("template", "/admin/templates", {"name": "M", "body": "Hello"})
-    await make("mail", "/admin/mails", {"event_id": ids["event"],
-                                        "template_ref": ids["template"]})  # fmt: skip
+    await make("mail", "/admin/mails", {"event_id": ids["event"], "template_ref": ids["template"]})
     r = await admin.post("/admin/registrations", json={"event_id": ids["event"]})
     ids["registration"] = r.json()["id"]
     return ids
@@ -115,8 +112,11 @@ def _fill(template: Any, ids: dict[str, str], value: Any) -> Any:
     return template
 
 
-@pytest.mark.parametrize(("method", "path", "body", "field"), INTEGER_FIELDS,
-                         ids=[f"{m} {p} {f}" for m, p, _, f in INTEGER_FIELDS])  # fmt: skip
+@pytest.mark.parametrize(
+    ("method", "path", "body", "field"),
+    INTEGER_FIELDS,
+    ids=[f"{m} {p} {f}" for m, p, _, f in INTEGER_FIELDS],
+)
 async def test_integers_past_int32_answer_422_naming_the_field(
     admin: httpx.AsyncClient, world: dict[str, str], method: str, path: str, body: Any, field: str
 ):
@@ -128,40 +128,44 @@ async def test_integers_past_int32_answer_422_naming_the_field(
 
 async def test_list_limits_are_bounded(admin: httpx.AsyncClient, world: dict[str, str]):
     for value in (0, 201, PAST_INT32):
-        refused(await admin.get("/admin/events", params={"limit": value}), "validation_failed",
-                "limit")  # fmt: skip
-    refused(await admin.get("/admin/stages", params={"cursor": "x" * 600}), "validation_failed",
-            "cursor")  # fmt: skip
+        r = await admin.get("/admin/events", params={"limit": value})
+        refused(r, "validation_failed", "limit")
+    r = await admin.get("/admin/stages", params={"cursor": "x" * 600})
+    refused(r, "validation_failed", "cursor")
     r = await admin.get("/admin/registrations", params={"event_id": world["event"], "q": "x" * 300})
     refused(r, "validation_failed", "q")
 
 
 async def test_json_types_are_strict(admin: httpx.AsyncClient):
-    refused(await admin.post("/admin/events", json=event_body(seats_limited="yes")),
-            "validation_failed", "seats_limited")  # fmt: skip
-    refused(await admin.post("/admin/events", json=event_body(seats_limited=1)),
-            "validation_failed", "seats_limited")  # fmt: skip
-    refused(await admin.post("/admin/events", json=event_body(date_begin=1_800_000_000)),
-            "validation_failed", "date_begin")  # fmt: skip
-    refused(await admin.post("/admin/stages", json={"name": "S", "sequence": 5.5}),
-            "validation_failed", "sequence")  # fmt: skip
+    r = await admin.post("/admin/events", json=event_body(seats_limited="yes"))
+    refused(r, "validation_failed", "seats_limited")
+    r = await admin.post("/admin/events", json=event_body(seats_limited=1))
+    refused(r, "validation_failed", "seats_limited")
+    r = await admin.post("/admin/events", json=event_body(date_begin=1_800_000_000))
+    refused(r, "validation_failed", "date_begin")
+    r = await admin.post("/admin/stages", json={"name": "S", "sequence": 5.5})
+    refused(r, "validation_failed", "sequence")
     r = await admin.post("/admin/events", json=event_body(seats_max=5, seats_limited=True))
     assert r.status_code == 201, r.text
 
 
 @pytest.mark.parametrize(
     "instant",
-    ["0001-01-01T00:00:00Z", "1899-12-31T23:59:59Z", "1900-01-01T00:30:00+01:00",
-     "9999-12-31T23:00:00-05:00"],
-)  # fmt: skip
+    [
+        "0001-01-01T00:00:00Z",
+        "1899-12-31T23:59:59Z",
+        "1900-01-01T00:30:00+01:00",
+        "9999-12-31T23:00:00-05:00",
+    ],
+)
 async def test_instants_outside_1900_9999_answer_date_out_of_range(
     admin: httpx.AsyncClient, world: dict[str, str], instant: str
 ):
-    error = refused(await admin.post("/admin/events", json=event_body(date_begin=instant)),
-                    "date_out_of_range", "date_begin")  # fmt: skip
+    r = await admin.post("/admin/events", json=event_body(date_begin=instant))
+    error = refused(r, "date_out_of_range", "date_begin")
     assert instant not in json.dumps(error)
-    refused(await admin.get("/admin/events", params={"date_from": instant}),
-            "date_out_of_range", "date_from")  # fmt: skip
+    r = await admin.get("/admin/events", params={"date_from": instant})
+    refused(r, "date_out_of_range", "date_from")
     r = await admin.patch(f"/admin/tickets/{world['ticket']}", json={"end_sale_datetime": instant})
     refused(r, "date_out_of_range", "end_sale_datetime")
     r = await admin.post(f"/admin/events/{world['event']}/publish", json={"date_publish": instant})
@@ -177,8 +181,9 @@ async def _published_calendar(
     admin: httpx.AsyncClient, public: httpx.AsyncClient, **over: Any
 ) -> tuple[dict[str, Any], httpx.Response]:
     ev = (await admin.post("/admin/events", json=event_body(**over))).json()
-    r = await admin.post(f"/admin/events/{ev['id']}/publish",
-                         json={"date_publish": "2020-01-01T00:00:00Z"})  # fmt: skip
+    r = await admin.post(
+        f"/admin/events/{ev['id']}/publish", json={"date_publish": "2020-01-01T00:00:00Z"}
+    )
     assert r.status_code == 200, r.text
     token = (await admin.post(f"/admin/events/{ev['id']}/capabilities/ics", json={})).json()
     return dict(ev), await public.get(f"/public/ics/{token['token']}")
@@ -186,16 +191,19 @@ async def _published_calendar(
 
 @pytest.mark.parametrize(
     ("zone", "begin", "end"),
-    [("Etc/GMT+12", "1900-01-01T00:00:00Z", "1900-01-01T02:00:00Z"),
-     ("Etc/GMT-14", "9999-12-31T20:00:00Z", "9999-12-31T23:00:00Z"),
-     ("Pacific/Kiritimati", "9999-12-31T20:00:00Z", "9999-12-31T23:59:59Z"),
-     ("America/New_York", "1900-01-01T00:00:00Z", "1900-01-02T00:00:00Z")],
-)  # fmt: skip
+    [
+        ("Etc/GMT+12", "1900-01-01T00:00:00Z", "1900-01-01T02:00:00Z"),
+        ("Etc/GMT-14", "9999-12-31T20:00:00Z", "9999-12-31T23:00:00Z"),
+        ("Pacific/Kiritimati", "9999-12-31T20:00:00Z", "9999-12-31T23:59:59Z"),
+        ("America/New_York", "1900-01-01T00:00:00Z", "1900-01-02T00:00:00Z"),
+    ],
+)
 async def test_calendars_at_the_edges_of_time_parse(
     admin: httpx.AsyncClient, public: httpx.AsyncClient, zone: str, begin: str, end: str
 ):
-    ev, r = await _published_calendar(admin, public, date_tz=zone, date_begin=begin, date_end=end,
-                                      seats_limited=False)  # fmt: skip
+    ev, r = await _published_calendar(
+        admin, public, date_tz=zone, date_begin=begin, date_end=end, seats_limited=False
+    )
     assert r.status_code == 200, r.text
     assert r.headers["content-type"].startswith("text/calendar")
     parsed = icalendar.Calendar.from_ical(r.content)
@@ -206,8 +214,12 @@ async def test_calendars_at_the_edges_of_time_parse(
     assert other.vevent.dtstart.value.astimezone(UTC) == datetime.fromisoformat(begin)
     # the attendee's tickets show the same instants (in the zone when it exists there)
     reg = (await admin.post("/admin/registrations", json={"event_id": ev["id"]})).json()
-    link = (await admin.post(f"/admin/events/{ev['id']}/capabilities/my-tickets",
-                             json={"registration_ids": [reg["id"]]})).json()  # fmt: skip
+    link = (
+        await admin.post(
+            f"/admin/events/{ev['id']}/capabilities/my-tickets",
+            json={"registration_ids": [reg["id"]]},
+        )
+    ).json()
     mine = await public.get(f"/public/my-tickets/{link['token']}")
     assert mine.status_code == 200, mine.text
     shown = datetime.fromisoformat(mine.json()["event"]["date_end"])
@@ -216,17 +228,20 @@ async def test_calendars_at_the_edges_of_time_parse(
 
 async def test_malformed_json_answers_invalid_json_with_line_and_column(admin: httpx.AsyncClient):
     doc = '{\n  "name": "Secret Gala",\n  "seats_max": }\n'
-    r = await admin.post("/admin/events", content=doc,
-                         headers={"content-type": "application/json"})  # fmt: skip
+    r = await admin.post("/admin/events", content=doc, headers={"content-type": "application/json"})
     error = refused(r, "invalid_json")
     assert (error["line"], error["column"]) == (3, 16)
     assert "field" not in error and "Secret Gala" not in r.text
-    r = await admin.post("/admin/stages", content="[1, 2",
-                         headers={"content-type": "application/json"})  # fmt: skip
+    r = await admin.post(
+        "/admin/stages", content="[1, 2", headers={"content-type": "application/json"}
+    )
     error = refused(r, "invalid_json")
     assert (error["line"], error["column"]) == (1, 6)
-    r = await admin.post("/admin/stages", content=b"\x85\xc6'\x83",  # not even UTF-8
-                         headers={"content-type": "application/json"})  # fmt: skip
+    r = await admin.post(
+        "/admin/stages",
+        content=b"\x85\xc6'\x83",  # not even UTF-8
+        headers={"content-type": "application/json"},
+    )
     refused(r, "invalid_json")
 
 
@@ -251,11 +266,13 @@ async def test_empty_and_real_phones_are_accepted(admin: httpx.AsyncClient, worl
         assert (await admin.post("/admin/registrations", json=body)).status_code == 201
 
 
-@pytest.mark.parametrize("path", ["/healthz", "/readyz", "/api/v1/event/healthz",
-                                  "/api/v1/event/readyz"])  # fmt: skip
+@pytest.mark.parametrize(
+    "path", ["/healthz", "/readyz", "/api/v1/event/healthz", "/api/v1/event/readyz"]
+)
 async def test_head_answers_like_get(app: Any, path: str):
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
-                                 base_url="http://test") as client:  # fmt: skip
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://test"
+    ) as client:
         got, head = await client.get(path), await client.head(path)
     assert head.status_code == got.status_code == 200
     for name in ("content-type", "content-length", "cache-control"):
@@ -282,7 +299,8 @@ async def test_openapi_declares_every_answer(app: Any):
                 continue
             for code in ("404", "413", "422", "503"):
                 assert answers[code]["content"]["application/json"]["schema"] == {
-                    "$ref": "#/components/schemas/ErrorBody"}, (label, code)  # fmt: skip
+                    "$ref": "#/components/schemas/ErrorBody"
+                }, (label, code)
     ics = doc["paths"]["/api/v1/event/public/ics/{capability}"]["get"]["responses"]["200"]
     assert list(ics["content"]) == ["text/calendar"]
     seats = schemas["EventCreate"]["properties"]["seats_max"]["anyOf"][0]
@@ -291,15 +309,41 @@ async def test_openapi_declares_every_answer(app: Any):
 
 async def test_views_carry_the_contract_fields(admin: httpx.AsyncClient, world: dict[str, str]):
     ev = (await admin.get(f"/admin/events/{world['event']}")).json()
-    assert {"revision", "ics_sequence", "is_published", "date_publish", "stage_id",
-            "kanban_state", "is_ongoing", "is_finished", "seats", "tag_ids"} <= set(ev)  # fmt: skip
+    assert {
+        "revision",
+        "ics_sequence",
+        "is_published",
+        "date_publish",
+        "stage_id",
+        "kanban_state",
+        "is_ongoing",
+        "is_finished",
+        "seats",
+        "tag_ids",
+    } <= set(ev)
     assert {"limited", "cap", "reserved", "used", "taken", "available"} <= set(ev["seats"]["event"])
     mail = (await admin.get(f"/admin/mails/{world['mail']}")).json()
-    assert {"mail_state", "error_kind", "error_datetime", "next_attempt_at", "count_sent",
-            "count_pending", "count_failed", "scheduled_date"} <= set(mail)  # fmt: skip
+    assert {
+        "mail_state",
+        "error_kind",
+        "error_datetime",
+        "next_attempt_at",
+        "count_sent",
+        "count_pending",
+        "count_failed",
+        "scheduled_date",
+    } <= set(mail)
     assert isinstance(mail["mail_done"], bool)
     template = (await admin.get(f"/admin/templates/{world['template']}")).json()
     assert isinstance(template["links_unavailable"], list)
     reg = (await admin.get(f"/admin/registrations/{world['registration']}")).json()
-    assert {"state", "sale_status", "barcode", "active", "date_closed", "version",
-            "created_at", "answers"} <= set(reg)  # fmt: skip
+    assert {
+        "state",
+        "sale_status",
+        "barcode",
+        "active",
+        "date_closed",
+        "version",
+        "created_at",
+        "answers",
+    } <= set(reg)

@@ -3,17 +3,10 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
 import httpx
 
-from tests.probes.conftest import Api, event_body, insert_registration
-
-
-async def create(admin: httpx.AsyncClient, **over: Any) -> dict[str, Any]:
-    r = await admin.post("/admin/events", json=event_body(**over))
-    assert r.status_code == 201, r.text
-    return r.json()
+from tests.probes.helpers import Api, event_body, insert_registration, make_event
 
 
 async def test_create_event_answers_201_with_revision_etag_and_seats(admin: httpx.AsyncClient):
@@ -26,8 +19,13 @@ async def test_create_event_answers_201_with_revision_etag_and_seats(admin: http
     assert ev["is_published"] is False and ev["date_publish"] is None
     assert ev["kanban_state"] == "normal" and ev["is_finished"] is False
     assert ev["seats"]["event"] == {
-        "limited": True, "cap": 100, "reserved": 0, "used": 0, "taken": 0, "available": 100,
-    }  # fmt: skip
+        "limited": True,
+        "cap": 100,
+        "reserved": 0,
+        "used": 0,
+        "taken": 0,
+        "available": 100,
+    }
     assert ev["seats"]["available_min"] == 100 and ev["seats"]["is_sold_out"] is False
     got = await admin.get(f"/admin/events/{ev['id']}")
     assert got.status_code == 200 and got.json()["name"] == "PyCon Lisbon"
@@ -37,8 +35,10 @@ async def test_unknown_field_is_refused_naming_it(admin: httpx.AsyncClient):
     r = await admin.post("/admin/events", json=event_body(colour="red"))
     assert r.status_code == 422
     assert r.json()["error"] == {
-        "code": "unknown_field", "detail": "Unknown field: colour.", "field": "colour",
-    }  # fmt: skip
+        "code": "unknown_field",
+        "detail": "Unknown field: colour.",
+        "field": "colour",
+    }
 
 
 async def test_nul_bytes_in_text_are_a_422_not_a_500(admin: httpx.AsyncClient):
@@ -75,16 +75,19 @@ async def test_schema_guards_answer_typed_422(admin: httpx.AsyncClient):
 
 
 async def test_template_applies_once_at_create_and_never_repropagates(admin: httpx.AsyncClient):
-    t = (await admin.post("/admin/types", json={
-        "name": "Conference", "date_tz": "Europe/Paris", "seats_limited": True, "seats_max": 40,
-    })).json()  # fmt: skip
-    q = (await admin.post("/admin/questions", json={"title": "Diet", "answers": [
-        {"name": "Vegan"}, {"name": "None"}]})).json()  # fmt: skip
+    kind = {"name": "Conference", "date_tz": "Europe/Paris", "seats_limited": True, "seats_max": 40}
+    t = (await admin.post("/admin/types", json=kind)).json()
+    diet = {"title": "Diet", "answers": [{"name": "Vegan"}, {"name": "None"}]}
+    q = (await admin.post("/admin/questions", json=diet)).json()
     tid = t["id"]
     reminder = {"name": "Reminder", "body": "See you, {{ registration.name }}"}
     ref = (await admin.post("/admin/templates", json=reminder)).json()["id"]
-    mail_line = {"interval_nbr": 1, "interval_unit": "days", "interval_kind": "before_event",
-                 "template_ref": ref}  # fmt: skip
+    mail_line = {
+        "interval_nbr": 1,
+        "interval_unit": "days",
+        "interval_kind": "before_event",
+        "template_ref": ref,
+    }
     assert (await admin.post(f"/admin/types/{tid}/mails", json=mail_line)).status_code == 201
     line = {"name": "Standard", "seats_max": 30, "limit_max_per_order": 5}
     assert (await admin.post(f"/admin/types/{tid}/tickets", json=line)).status_code == 201
@@ -111,7 +114,7 @@ async def test_template_applies_once_at_create_and_never_repropagates(admin: htt
 
 
 async def test_patch_fences_publication_and_read_only_fields(admin: httpx.AsyncClient):
-    ev = await create(admin)
+    ev = await make_event(admin)
     for field, value in (("is_published", True), ("date_publish", "2027-01-01T00:00:00Z")):
         r = await admin.patch(f"/admin/events/{ev['id']}", json={field: value})
         assert r.status_code == 422
@@ -125,7 +128,7 @@ async def test_patch_fences_publication_and_read_only_fields(admin: httpx.AsyncC
 
 
 async def test_patch_bumps_revision_and_honours_if_match(admin: httpx.AsyncClient):
-    ev = await create(admin)
+    ev = await make_event(admin)
     url = f"/admin/events/{ev['id']}"
     r = await admin.patch(url, json={"description": "More"}, headers={"If-Match": '"1"'})
     assert r.status_code == 200 and r.json()["revision"] == 2 and r.headers["etag"] == '"2"'
@@ -137,7 +140,7 @@ async def test_patch_bumps_revision_and_honours_if_match(admin: httpx.AsyncClien
 
 
 async def test_ics_sequence_moves_only_with_calendar_visible_changes(admin: httpx.AsyncClient):
-    ev = await create(admin)
+    ev = await make_event(admin)
     url = f"/admin/events/{ev['id']}"
     assert (await admin.patch(url, json={"seats_max": 10})).json()["ics_sequence"] == 0
     assert (await admin.patch(url, json={"location": "Room 1"})).json()["ics_sequence"] == 1
@@ -149,7 +152,7 @@ async def test_ics_sequence_moves_only_with_calendar_visible_changes(admin: http
 async def test_stage_change_resets_kanban_but_cancel_is_sticky(admin: httpx.AsyncClient):
     s1 = (await admin.post("/admin/stages", json={"name": "New", "sequence": 1})).json()
     s2 = (await admin.post("/admin/stages", json={"name": "Booked", "sequence": 2})).json()
-    ev = await create(admin)
+    ev = await make_event(admin)
     assert ev["stage_id"] == s1["id"]  # the first non-terminal stage is the default
     url = f"/admin/events/{ev['id']}"
     await admin.patch(url, json={"kanban_state": "blocked"})
@@ -161,7 +164,7 @@ async def test_stage_change_resets_kanban_but_cancel_is_sticky(admin: httpx.Asyn
 
 
 async def test_publish_and_unpublish_are_the_only_writers_and_are_audited(api: Api, admin):
-    ev = await create(admin)
+    ev = await make_event(admin)
     r = await admin.post(f"/admin/events/{ev['id']}/publish")
     assert r.status_code == 200
     pub = r.json()
@@ -178,7 +181,7 @@ async def test_publish_and_unpublish_are_the_only_writers_and_are_audited(api: A
 
 
 async def test_publish_of_an_archived_event_is_refused_and_audited(api: Api, admin):
-    ev = await create(admin, active=False)
+    ev = await make_event(admin, active=False)
     r = await admin.post(f"/admin/events/{ev['id']}/publish")
     assert r.status_code == 409 and r.json()["error"]["code"] == "event_archived"
     async with api.pool.acquire() as conn:
@@ -190,7 +193,7 @@ async def test_publish_of_an_archived_event_is_refused_and_audited(api: Api, adm
 
 
 async def test_mark_done_moves_to_first_pipe_end_stage(admin: httpx.AsyncClient):
-    ev = await create(admin)
+    ev = await make_event(admin)
     r = await admin.post(f"/admin/events/{ev['id']}/mark-done")
     assert r.status_code == 409 and r.json()["error"]["code"] == "no_pipe_end_stage"
     await admin.post("/admin/stages", json={"name": "Ended late", "sequence": 9, "pipe_end": True})
@@ -202,8 +205,8 @@ async def test_mark_done_moves_to_first_pipe_end_stage(admin: httpx.AsyncClient)
 
 
 async def test_delete_refuses_events_with_registrations(api: Api, admin: httpx.AsyncClient):
-    ev = await create(admin)
-    other = await create(admin)
+    ev = await make_event(admin)
+    other = await make_event(admin)
     await insert_registration(api.pool, uuid.UUID(ev["id"]))
     r = await admin.delete(f"/admin/events/{ev['id']}")
     assert r.status_code == 409 and r.json()["error"]["code"] == "event_has_registrations"
@@ -212,26 +215,37 @@ async def test_delete_refuses_events_with_registrations(api: Api, admin: httpx.A
 
 
 async def test_derived_ongoing_and_finished_from_instants(admin: httpx.AsyncClient):
-    past = await create(admin, date_begin="2020-01-01T09:00:00Z", date_end="2020-01-01T10:00:00Z")
+    past = await make_event(
+        admin, date_begin="2020-01-01T09:00:00Z", date_end="2020-01-01T10:00:00Z"
+    )
     assert past["is_finished"] is True and past["is_ongoing"] is False
-    now = await create(admin, date_begin="2020-01-01T09:00:00Z", date_end="2099-01-01T10:00:00Z")
+    now = await make_event(
+        admin, date_begin="2020-01-01T09:00:00Z", date_end="2099-01-01T10:00:00Z"
+    )
     assert now["is_ongoing"] is True and now["is_finished"] is False
 
 
 async def test_list_filters_and_paginates_with_an_opaque_cursor(admin: httpx.AsyncClient):
     for i in range(5):
-        await create(admin, name=f"Meetup {i}", date_begin=f"2027-0{i + 1}-01T10:00:00Z",
-                     date_end=f"2027-0{i + 1}-01T12:00:00Z")  # fmt: skip
-    await create(admin, name="Gala")
+        await make_event(
+            admin,
+            name=f"Meetup {i}",
+            date_begin=f"2027-0{i + 1}-01T10:00:00Z",
+            date_end=f"2027-0{i + 1}-01T12:00:00Z",
+        )
+    await make_event(admin, name="Gala")
     r = await admin.get("/admin/events", params={"q": "meetup", "limit": 2})
     page1 = r.json()
     assert [e["name"] for e in page1["items"]] == ["Meetup 0", "Meetup 1"]
     assert "seats" in page1["items"][0]
-    r = await admin.get("/admin/events", params={"q": "meetup", "limit": 2,
-                                                 "cursor": page1["next_cursor"]})  # fmt: skip
+    r = await admin.get(
+        "/admin/events", params={"q": "meetup", "limit": 2, "cursor": page1["next_cursor"]}
+    )
     assert [e["name"] for e in r.json()["items"]] == ["Meetup 2", "Meetup 3"]
-    r = await admin.get("/admin/events", params={"date_from": "2027-04-15T00:00:00Z",
-                                                 "date_to": "2027-05-11T00:00:00Z"})  # fmt: skip
+    r = await admin.get(
+        "/admin/events",
+        params={"date_from": "2027-04-15T00:00:00Z", "date_to": "2027-05-11T00:00:00Z"},
+    )
     assert sorted(e["name"] for e in r.json()["items"]) == ["Gala", "Meetup 4"]
     r = await admin.get("/admin/events", params={"published": "true"})
     assert r.json() == {"items": [], "next_cursor": None}
@@ -242,10 +256,10 @@ async def test_list_filters_and_paginates_with_an_opaque_cursor(admin: httpx.Asy
 
 
 async def test_seats_read_model_counts_open_and_done_active_rows(api: Api, admin):
-    ev = await create(admin, seats_max=10)
+    ev = await make_event(admin, seats_max=10)
     eid = uuid.UUID(ev["id"])
-    ticket = (await admin.post("/admin/tickets", json={
-        "event_id": ev["id"], "name": "Early", "seats_max": 3})).json()  # fmt: skip
+    early = {"event_id": ev["id"], "name": "Early", "seats_max": 3}
+    ticket = (await admin.post("/admin/tickets", json=early)).json()
     tid = uuid.UUID(ticket["id"])
     await insert_registration(api.pool, eid, ticket=tid)
     await insert_registration(api.pool, eid, ticket=tid, state="done")
@@ -253,8 +267,14 @@ async def test_seats_read_model_counts_open_and_done_active_rows(api: Api, admin
     await insert_registration(api.pool, eid, state="cancel")
     r = await admin.get(f"/admin/events/{ev['id']}/seats")
     seats = r.json()
-    assert seats["event"] == {"limited": True, "cap": 10, "reserved": 1, "used": 1, "taken": 2,
-                              "available": 8}  # fmt: skip
+    assert seats["event"] == {
+        "limited": True,
+        "cap": 10,
+        "reserved": 1,
+        "used": 1,
+        "taken": 2,
+        "available": 8,
+    }
     assert seats["tickets"][0]["available"] == 1 and seats["available_min"] == 1
     await insert_registration(api.pool, eid, ticket=tid)
     seats = (await admin.get(f"/admin/events/{ev['id']}/seats")).json()
@@ -262,11 +282,60 @@ async def test_seats_read_model_counts_open_and_done_active_rows(api: Api, admin
 
 
 async def test_a_lock_wait_beyond_lock_timeout_answers_busy(api: Api, admin):
-    ev = await create(admin)
+    ev = await make_event(admin)
     async with api.pool.acquire() as holder, holder.transaction():
-        await holder.execute("SELECT 1 FROM event.events WHERE id = $1 FOR UPDATE",
-                             uuid.UUID(ev["id"]))  # fmt: skip
+        await holder.execute(
+            "SELECT 1 FROM event.events WHERE id = $1 FOR UPDATE", uuid.UUID(ev["id"])
+        )
         r = await admin.patch(f"/admin/events/{ev['id']}", json={"name": "Renamed"})
     assert r.status_code == 503
     assert r.json()["error"]["code"] == "busy" and r.headers["retry-after"] == "1"
     assert (await admin.get(f"/admin/events/{ev['id']}")).json()["name"] == "PyCon Lisbon"
+
+
+async def test_a_terminal_stage_is_reached_only_through_mark_done(admin: httpx.AsyncClient):
+    end = (await admin.post("/admin/stages", json={"name": "Ended", "pipe_end": True})).json()
+    r = await admin.post("/admin/events", json=event_body(stage_id=end["id"]))
+    assert r.status_code == 422
+    assert (r.json()["error"]["code"], r.json()["error"]["field"]) == ("use_mark_done", "stage_id")
+    ev = await make_event(admin)
+    r = await admin.patch(f"/admin/events/{ev['id']}", json={"stage_id": end["id"]})
+    assert r.status_code == 422 and r.json()["error"]["code"] == "use_mark_done"
+    done = await admin.post(f"/admin/events/{ev['id']}/mark-done")
+    assert done.status_code == 200 and done.json()["stage_id"] == end["id"]
+    again = await admin.patch(f"/admin/events/{ev['id']}", json={"name": "Renamed"})
+    assert again.status_code == 200  # an event already there may be edited
+
+
+async def test_the_done_sweep_reaches_archived_events(api: Api, admin: httpx.AsyncClient):
+    from datetime import UTC, datetime
+
+    from events_svc.verbs.lifecycle import sweep_done_events
+
+    end = (await admin.post("/admin/stages", json={"name": "Ended", "pipe_end": True})).json()
+    past = event_body(date_begin="2020-01-01T00:00:00Z", date_end="2020-01-02T00:00:00Z")
+    archived = await make_event(admin, **{**past, "active": False})
+    assert await sweep_done_events(api.pool, datetime.now(UTC)) == 1
+    view = (await admin.get(f"/admin/events/{archived['id']}")).json()
+    assert view["stage_id"] == end["id"] and view["active"] is False
+
+
+async def test_registrations_follow_their_events_company(api: Api, admin: httpx.AsyncClient):
+    acme, other = uuid.uuid4(), uuid.uuid4()
+    ev = await make_event(admin, company_id=str(acme))
+    r = (await admin.post("/admin/registrations", json={"event_id": ev["id"]})).json()
+    await insert_registration(api.pool, uuid.UUID(ev["id"]))
+    moved = await admin.patch(f"/admin/events/{ev['id']}", json={"company_id": str(other)})
+    assert moved.status_code == 200
+    async with api.pool.acquire() as conn:
+        companies = await conn.fetch(
+            "SELECT DISTINCT company_id FROM event.registrations WHERE event_id = $1",
+            uuid.UUID(ev["id"]),
+        )
+    assert [c["company_id"] for c in companies] == [other]
+    theirs = await api.token("registration:read", company=other)
+    seen = await api.client.get(f"/admin/registrations/{r['id']}", headers=theirs)
+    assert seen.status_code == 200  # the new company sees it, through the one fence
+    mine = await api.token("registration:read", company=acme)
+    gone = await api.client.get(f"/admin/registrations/{r['id']}", headers=mine)
+    assert gone.status_code == 404

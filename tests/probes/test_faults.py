@@ -15,7 +15,7 @@ from events_svc import create_app, migrate
 from events_svc.embedded import EmbeddedPostgres
 from events_svc.settings import Settings
 from events_svc.verbs.tokens import create_token
-from tests.probes.conftest import BASE, event_body
+from tests.probes.helpers import BASE, event_body
 
 
 async def test_postgres_stopped_and_restarted_under_load():

@@ -36,11 +36,10 @@ from events_svc.adapters.standalone import standalone_ports
 from events_svc.ports import PartnerContact, Ports
 from events_svc.settings import Settings
 from events_svc.verbs.tokens import create_token
-from tests.probes.conftest import event_body
+from tests.probes.helpers import API, Directory, event_body
 
 EXAMPLES = int(os.environ.get("EVENTS_FUZZ_EXAMPLES", "25"))
 SECRET = "fuzz-secret-0123456789abcdef"
-BASE = "/api/v1/event"
 CHECKS = [not_a_server_error, response_schema_conformance, content_type_conformance]
 MODES = [GenerationMode.POSITIVE, GenerationMode.NEGATIVE]
 
@@ -49,11 +48,18 @@ MODES = [GenerationMode.POSITIVE, GenerationMode.NEGATIVE]
 def settings_(db_url: str) -> Settings:
     # generous windows: the public routes are fuzzed, not throttled (429 stays a valid answer)
     return Settings(
-        database_url=db_url, pool_min=1, pool_max=4, lock_timeout_ms=2000,
-        scheduler_enabled=False, capability_secrets=(SECRET,), intake_public=True,
-        rate_limit_ip="100000/minute", rate_limit_capability="100000/minute",
-        rate_limit_email="100000/hour", public_base_url="https://events.example.org",
-    )  # fmt: skip
+        database_url=db_url,
+        pool_min=1,
+        pool_max=4,
+        lock_timeout_ms=2000,
+        scheduler_enabled=False,
+        capability_secrets=(SECRET,),
+        intake_public=True,
+        rate_limit_ip="100000/minute",
+        rate_limit_capability="100000/minute",
+        rate_limit_email="100000/hour",
+        public_base_url="https://events.example.org",
+    )
 
 
 @pytest.fixture
@@ -62,17 +68,12 @@ async def bearer(pool: asyncpg.Pool) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 
 
-class Directory:
-    """A partner directory that knows every partner, so sync-from-partner runs for real."""
-
-    async def contact(self, partner_id: uuid.UUID) -> PartnerContact | None:
-        return PartnerContact(name="Partner", email="partner@example.org", phone="+1 555 0100")
-
-
 @pytest.fixture
 def schema(settings_: Settings) -> Iterator[Any]:
     """The app's own document, loaded through the app (which starts its lifespan)."""
-    ports = standalone_ports(Ports(partner_directory=Directory()))
+    # a directory that knows every partner, so sync-from-partner runs for real
+    partner = PartnerContact(name="Partner", email="partner@example.org", phone="+1 555 0100")
+    ports = standalone_ports(Ports(partner_directory=Directory(partner)))
     app = create_app(settings_, ports, intake_public=True)
     loaded = schemathesis.openapi.from_asgi("/openapi.json", app)
     loaded.config.generation.update(allow_x00=True)  # NUL in text: the commands refuse it
@@ -89,7 +90,7 @@ class World:
         self.ids: dict[str, str] = {}
 
     def post(self, path: str, body: Any, key: str | None = None, status: int = 201) -> Any:
-        r = self.client.post(BASE + path, json=body, headers=self.auth)
+        r = self.client.post(API + path, json=body, headers=self.auth)
         assert r.status_code == status, (path, r.text)
         answer = r.json()
         if key is not None:
@@ -98,47 +99,81 @@ class World:
 
     def build(self) -> dict[str, str]:
         ids = self.ids
-        self.post("/admin/templates", {"name": "Reminder", "subject": "Hi", "body": "Hello {{ "
-                  "registration.name }}"}, "template")  # fmt: skip
+        self.post(
+            "/admin/templates",
+            {"name": "Reminder", "subject": "Hi", "body": "Hello {{ registration.name }}"},
+            "template",
+        )
         self.post("/admin/stages", {"name": "New"}, "stage")
         self.post("/admin/tag-categories", {"name": "Topic"}, "category")
         self.post("/admin/tags", {"name": "Python", "category_id": ids["category"]}, "tag")
         kind = self.post("/admin/types", {"name": "Conference"}, "type")
         kind = self.post(f"/admin/types/{ids['type']}/tickets", {"name": "Std"})
         ids["line"] = kind["tickets"][0]["id"]
-        question = self.post("/admin/questions", {"title": "Diet", "answers": [
-            {"name": "Vegan"}]}, "question")  # fmt: skip
+        question = self.post(
+            "/admin/questions", {"title": "Diet", "answers": [{"name": "Vegan"}]}, "question"
+        )
         ids["answer"] = question["answers"][0]["id"]
         self.post("/admin/events", event_body(date_tz="Europe/Lisbon"), "event")
         self.post(f"/admin/events/{ids['event']}/questions", {"question_id": ids["question"]})
         self.post("/admin/tickets", {"event_id": ids["event"], "name": "Std"}, "ticket")
-        self.post("/admin/mails", {"event_id": ids["event"], "template_ref": ids["template"]},
-                  "mail")  # fmt: skip
-        self.post("/admin/registrations", {"event_id": ids["event"], "name": "Ada Lovelace",
-                  "event_ticket_id": ids["ticket"], "partner_id": str(uuid.uuid4())},
-                  "registration")  # fmt: skip
-        self.post(f"/admin/events/{ids['event']}/publish",
-                  {"date_publish": "2020-01-01T00:00:00Z"}, status=200)  # fmt: skip
+        self.post(
+            "/admin/mails", {"event_id": ids["event"], "template_ref": ids["template"]}, "mail"
+        )
+        self.post(
+            "/admin/registrations",
+            {
+                "event_id": ids["event"],
+                "name": "Ada Lovelace",
+                "event_ticket_id": ids["ticket"],
+                "partner_id": str(uuid.uuid4()),
+            },
+            "registration",
+        )
+        self.post(
+            f"/admin/events/{ids['event']}/publish",
+            {"date_publish": "2020-01-01T00:00:00Z"},
+            status=200,
+        )
         self.post("/admin/events", event_body(is_multi_slots=True), "multi")
-        self.post("/admin/slots", {"event_id": ids["multi"], "date_begin": "2027-05-10T10:00:00Z",
-                  "date_end": "2027-05-10T11:00:00Z"}, "slot")  # fmt: skip
+        self.post(
+            "/admin/slots",
+            {
+                "event_id": ids["multi"],
+                "date_begin": "2027-05-10T10:00:00Z",
+                "date_end": "2027-05-10T11:00:00Z",
+            },
+            "slot",
+        )
         mint = f"/admin/events/{ids['event']}/capabilities"
         ids["ics"] = self.post(f"{mint}/ics", {}, status=200)["token"]
-        ids["tickets"] = self.post(f"{mint}/my-tickets", {"registration_ids": [
-            ids["registration"]]}, status=200)["token"]  # fmt: skip
+        ids["tickets"] = self.post(
+            f"{mint}/my-tickets", {"registration_ids": [ids["registration"]]}, status=200
+        )["token"]
         ids["intake"] = self.post(f"{mint}/intake", {}, status=200)["token"]
         return ids
 
 
 # the rows a path parameter may name; `obj_id` depends on the collection it is under
 _BY_NAME = {
-    "registration_id": ["registration"], "event_id": ["event", "multi"],
-    "question_id": ["question"], "answer_id": ["answer"], "type_id": ["type"],
-    "line_id": ["line"], "ticket_id": ["ticket"], "slot_id": ["slot"], "mail_id": ["mail"],
-    "template_id": ["template"], "event_id_or_capability": ["event", "intake"],
-}  # fmt: skip
-_OBJ_BY_COLLECTION = {"stages": "stage", "tag-categories": "category", "tags": "tag",
-                      "types": "type"}  # fmt: skip
+    "registration_id": ["registration"],
+    "event_id": ["event", "multi"],
+    "question_id": ["question"],
+    "answer_id": ["answer"],
+    "type_id": ["type"],
+    "line_id": ["line"],
+    "ticket_id": ["ticket"],
+    "slot_id": ["slot"],
+    "mail_id": ["mail"],
+    "template_id": ["template"],
+    "event_id_or_capability": ["event", "intake"],
+}
+_OBJ_BY_COLLECTION = {
+    "stages": "stage",
+    "tag-categories": "category",
+    "tags": "tag",
+    "types": "type",
+}
 _CAPABILITY_BY_ROUTE = {"ics": "ics", "my-tickets": "tickets"}
 
 
@@ -163,9 +198,15 @@ def _real_parameters(path: str, ids: dict[str, str]) -> list[dict[str, str]]:
 
 # body and query fields that name rows, per variant: the event with its ticket, or the
 # multi-slot event with its slot (a mismatched pair is one more refusal to probe)
-_SHARED_ROWS = {"question_id": "question", "template_ref": "template", "category_id": "category",
-                "stage_id": "stage", "event_type_id": "type", "value_answer_id": "answer",
-                "slot_id": "slot"}  # fmt: skip
+_SHARED_ROWS = {
+    "question_id": "question",
+    "template_ref": "template",
+    "category_id": "category",
+    "stage_id": "stage",
+    "event_type_id": "type",
+    "value_answer_id": "answer",
+    "slot_id": "slot",
+}
 _VARIANTS = {
     "event": {**_SHARED_ROWS, "event_id": "event", "event_ticket_id": "ticket"},
     "multi": {**_SHARED_ROWS, "event_id": "multi", "event_slot_id": "slot"},
@@ -219,10 +260,15 @@ def _fuzz(
     failures: dict[str, str] = {}
 
     @settings(
-        max_examples=EXAMPLES, derandomize=True, database=None, deadline=None,
-        phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck),
-        verbosity=Verbosity.quiet, print_blob=False,
-    )  # fmt: skip
+        max_examples=EXAMPLES,
+        derandomize=True,
+        database=None,
+        deadline=None,
+        phases=[Phase.explicit, Phase.generate],
+        suppress_health_check=list(HealthCheck),
+        verbosity=Verbosity.quiet,
+        print_blob=False,
+    )
     @given(case=strategy)
     def run(case: Any) -> None:
         nonlocal cases
@@ -253,17 +299,20 @@ def test_every_operation_answers_within_its_contract(
     for operation in operations:
         strategies = [operation.as_strategy(generation_mode=mode) for mode in MODES]
         for real in _real_parameters(operation.path, ids):
-            strategies += [operation.as_strategy(generation_mode=mode, path_parameters=real)
-                           for mode in MODES]  # fmt: skip
+            strategies += [
+                operation.as_strategy(generation_mode=mode, path_parameters=real) for mode in MODES
+            ]
         strategy = st.tuples(st.one_of(strategies), st.sampled_from([None, "event", "multi"]))
         sent, found = _fuzz(operation, strategy.map(_real_rows(ids)), bearer, statuses)
         cases += sent
         failures.update({(operation.label, title): report for title, report in found.items()})
 
     with capsys.disabled():
-        print(f"\nschemathesis: {len(operations)} operations, {cases} cases, "
-              f"{len(failures)} failures ({EXAMPLES} examples per operation); statuses "
-              f"{dict(sorted(statuses.items()))}")  # fmt: skip
+        print(
+            f"\nschemathesis: {len(operations)} operations, {cases} cases, "
+            f"{len(failures)} failures ({EXAMPLES} examples per operation); statuses "
+            f"{dict(sorted(statuses.items()))}"
+        )
         for (label, title), report in failures.items():
             print(f"--- {label}: {title}\n{report}")
     assert not failures, sorted(failures)

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
-import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -17,17 +15,18 @@ from pathlib import Path
 
 import aiohttp
 
-from tests.probes.conftest import BASE, Api, event_body
-from tests.probes.test_mails import outbox, template
-from tests.probes.test_scheduler_loop import exactly_once, seed
-
-API = BASE.removeprefix("http://test")
-
-
-def _port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from tests.probes.helpers import (
+    API,
+    Api,
+    event_body,
+    exactly_once,
+    free_port,
+    outbox,
+    seed,
+    start_serve,
+    template,
+    wait_ready,
+)
 
 
 @contextmanager
@@ -35,31 +34,12 @@ def services(db_url: str, n: int, **extra: str) -> Iterator[list[tuple[str, subp
     """n real `events-svc serve` processes on loopback ports, ready before yielding."""
     procs = []
     for _ in range(n):
-        port = _port()
-        env = {
-            **os.environ,
-            "EVENTS_DATABASE_URL": db_url,
-            "EVENTS_PORT": str(port),
-            "EVENTS_POOL_MAX": "8",
-            **extra,
-        }
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "events_svc", "serve"],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        port = free_port()
+        proc = start_serve(db_url, port, EVENTS_POOL_MAX="8", **extra)
         procs.append((f"http://127.0.0.1:{port}", proc))
     try:
-        deadline = time.monotonic() + 90
         for base, proc in procs:
-            while True:
-                assert time.monotonic() < deadline and proc.poll() is None, "no readiness"
-                try:
-                    with socket.create_connection(("127.0.0.1", int(base.rsplit(":", 1)[1])), 1):
-                        break
-                except OSError:
-                    time.sleep(0.1)
+            wait_ready(proc, base, timeout=90)
         yield procs
     finally:
         for _, proc in procs:
@@ -137,7 +117,7 @@ def redis_server_binary() -> str:
 @contextmanager
 def redis_server() -> Iterator[tuple[str, subprocess.Popen]]:
     """A real redis-server on a loopback port."""
-    port = _port()
+    port = free_port()
     proc = subprocess.Popen(
         [
             redis_server_binary(),
@@ -200,25 +180,11 @@ async def test_serve_with_two_workers_answers_and_stops_cleanly(db_url: str, api
 
     ev = (await admin.post("/admin/events", json=event_body(seats_max=0))).json()
     headers = await api.token("registration:write")
-    port = _port()
-    env = {**os.environ, "EVENTS_DATABASE_URL": db_url, "EVENTS_PORT": str(port)}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "events_svc", "serve", "--workers", "2"],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    port = free_port()
+    proc = start_serve(db_url, port, "--workers", "2")
     try:
-        deadline = time.monotonic() + 60
+        wait_ready(proc, f"http://127.0.0.1:{port}")
         async with aiohttp.ClientSession(headers=headers) as http:
-            while True:
-                assert time.monotonic() < deadline and proc.poll() is None
-                try:
-                    async with http.get(f"http://127.0.0.1:{port}/readyz") as r:
-                        if r.status == 200:
-                            break
-                except aiohttp.ClientError:
-                    await asyncio.sleep(0.2)
             statuses = []
             for _ in range(20):
                 async with http.post(

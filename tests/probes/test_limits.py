@@ -20,7 +20,7 @@ from events_svc.actors import Actor
 from events_svc.db import transaction
 from events_svc.observability import JsonFormatter
 from events_svc.settings import Settings
-from tests.probes.conftest import BASE, Api, add_slot, add_ticket, event_body
+from tests.probes.helpers import BASE, Api, add_slot, add_ticket, event_body
 
 MIB = 1024 * 1024
 
@@ -45,8 +45,11 @@ async def test_a_streamed_body_is_cut_off_at_the_limit(api: Api):
             sent += 1
             yield b"x" * 65536
 
-    r = await api.client.post("/intake/00000000-0000-0000-0000-000000000000", content=stream(),
-                              headers={"content-type": "application/json"})  # fmt: skip
+    r = await api.client.post(
+        "/intake/00000000-0000-0000-0000-000000000000",
+        content=stream(),
+        headers={"content-type": "application/json"},
+    )
     assert r.status_code == 413 and r.json()["error"]["code"] == "payload_too_large"
     assert sent <= MIB // 65536 + 2  # what was read: the limit, not the 200 MiB
 
@@ -75,8 +78,12 @@ async def test_lowering_seats_below_the_taken_seats_is_refused(api: Api, admin):
     r = await admin.patch(f"/admin/events/{ev['id']}", json={"seats_max": 2})
     assert r.status_code == 409
     assert r.json()["error"] | {"detail": ""} == {
-        "code": "seats_below_taken", "detail": "", "field": "seats_max", "seats_max": 2,
-        "taken": 3}  # fmt: skip
+        "code": "seats_below_taken",
+        "detail": "",
+        "field": "seats_max",
+        "seats_max": 2,
+        "taken": 3,
+    }
     r = await admin.patch(f"/admin/tickets/{ticket['id']}", json={"seats_max": 1})
     assert r.status_code == 409 and r.json()["error"]["taken"] == 3
     # exactly the taken seats, unlimited again, and raising stay allowed
@@ -170,8 +177,13 @@ async def test_an_unexpected_error_is_one_500_logged_once_without_bound_values(
         r = await c.get("/admin/events", headers={"X-Request-ID": "req-500-probe"})
         await c.aclose()
     assert r.status_code == 500
-    assert r.json() == {"error": {"code": "internal_error", "request_id": "req-500-probe",
-                                  "detail": "An internal error occurred."}}  # fmt: skip
+    assert r.json() == {
+        "error": {
+            "code": "internal_error",
+            "request_id": "req-500-probe",
+            "detail": "An internal error occurred.",
+        }
+    }
     assert r.headers["cache-control"] == "no-store"
     formatter = JsonFormatter()
     errors_logged = [r for r in caplog.records if r.levelno >= logging.ERROR]

@@ -11,60 +11,44 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import asyncpg
 import httpx
 import pytest
 
 from events_svc.adapters.standalone import OutboxQueue, StoreRenderer
 from events_svc.ports import Ports
-from events_svc.verbs.mail_pass import PassOptions, RunSummary, run_mail_pass
-from tests.probes.conftest import BASE, Api, add_slot, event_body
-
-BEGIN = datetime(2027, 5, 10, 9, 0, tzinfo=UTC)
-END = datetime(2027, 5, 12, 18, 0, tzinfo=UTC)
-
-
-def ports(pool: asyncpg.Pool) -> Ports:
-    return Ports(template_renderer=StoreRenderer(), mail_queue=OutboxQueue())
-
-
-async def run(api: Api, now: datetime, *, batch: int = 50, cap: int = 1000,
-              p: Ports | None = None, **kw: Any) -> RunSummary:  # fmt: skip
-    options = PassOptions(batch=batch, cap=cap, default_sender="events@example.org")
-    return await run_mail_pass(api.pool, p or ports(api.pool), options, now, **kw)
-
-
-async def template(admin: httpx.AsyncClient, body: str = "Hello {{ registration.name }}") -> str:
-    r = await admin.post("/admin/templates", json={"name": "T", "subject": "About {{ event.name }}",
-                                                   "body": body})  # fmt: skip
-    assert r.status_code == 201, r.text
-    return str(r.json()["id"])
-
-
-async def scheduler(admin: httpx.AsyncClient, event_id: str, tpl: str, **over: Any) -> dict:
-    body = {"event_id": event_id, "interval_nbr": 1, "interval_unit": "days",
-            "interval_kind": "before_event", "template_ref": tpl, **over}  # fmt: skip
-    r = await admin.post("/admin/mails", json=body)
-    assert r.status_code == 201, r.text
-    return dict(r.json())
+from events_svc.verbs.mail.pass_ import run_mail_pass
+from events_svc.verbs.mail.send import PassOptions
+from tests.probes.helpers import (
+    BASE,
+    BEGIN,
+    END,
+    Api,
+    add_slot,
+    event_body,
+    outbox,
+    ports,
+    run,
+    scheduler,
+    template,
+)
 
 
 async def people(admin: httpx.AsyncClient, event_id: str, n: int, **extra: Any) -> list[dict]:
     out = []
     for i in range(n):
-        r = await admin.post("/admin/registrations", params={"pii": "full"},
-                             json={"event_id": event_id, "name": f"Guest {i}",
-                                   "email": f"guest{i}@example.org", **extra})  # fmt: skip
+        r = await admin.post(
+            "/admin/registrations",
+            params={"pii": "full"},
+            json={
+                "event_id": event_id,
+                "name": f"Guest {i}",
+                "email": f"guest{i}@example.org",
+                **extra,
+            },
+        )
         assert r.status_code == 201, r.text
         out.append(r.json())
     return out
-
-
-async def outbox(api: Api, scheduler_id: str | None = None) -> list[asyncpg.Record]:
-    async with api.pool.acquire() as conn:
-        return await conn.fetch(
-            "SELECT * FROM event.outbox_messages WHERE $1::uuid IS NULL OR scheduler_id = $1"
-            " ORDER BY recipient", uuid.UUID(scheduler_id) if scheduler_id else None)  # fmt: skip
 
 
 async def mail(admin: httpx.AsyncClient, mail_id: str) -> dict:
@@ -139,8 +123,14 @@ async def test_a_cancelled_event_sends_nothing(api: Api, admin):
 async def test_each_interval_kind_and_unit(api: Api, admin, kind, unit, nbr, due):
     ev = (await admin.post("/admin/events", json=event_body())).json()
     await people(admin, ev["id"], 1)
-    m = await scheduler(admin, ev["id"], await template(admin), interval_kind=kind,
-                        interval_unit=unit, interval_nbr=nbr)  # fmt: skip
+    m = await scheduler(
+        admin,
+        ev["id"],
+        await template(admin),
+        interval_kind=kind,
+        interval_unit=unit,
+        interval_nbr=nbr,
+    )
     assert datetime.fromisoformat(m["scheduled_date"]) == due
     assert (await run(api, due - timedelta(seconds=1))).sent == 0
     assert (await run(api, due)).sent == 1
@@ -148,8 +138,14 @@ async def test_each_interval_kind_and_unit(api: Api, admin, kind, unit, nbr, due
 
 async def test_after_sub_is_due_from_the_time_a_row_became_eligible(api: Api, admin):
     ev = (await admin.post("/admin/events", json=event_body())).json()
-    m = await scheduler(admin, ev["id"], await template(admin), interval_kind="after_sub",
-                        interval_unit="hours", interval_nbr=2)  # fmt: skip
+    m = await scheduler(
+        admin,
+        ev["id"],
+        await template(admin),
+        interval_kind="after_sub",
+        interval_unit="hours",
+        interval_nbr=2,
+    )
     first, second = await people(admin, ev["id"], 2)
     await admin.post(f"/admin/registrations/{second['id']}/set-draft")
     opened = datetime.fromisoformat(first["date_open"])
@@ -169,8 +165,14 @@ async def test_after_sub_is_due_from_the_time_a_row_became_eligible(api: Api, ad
 
 async def test_receipts_of_attendees_who_left_are_pruned(api: Api, admin):
     ev = (await admin.post("/admin/events", json=event_body())).json()
-    m = await scheduler(admin, ev["id"], await template(admin), interval_kind="after_sub",
-                        interval_unit="days", interval_nbr=1)  # fmt: skip
+    m = await scheduler(
+        admin,
+        ev["id"],
+        await template(admin),
+        interval_kind="after_sub",
+        interval_unit="days",
+        interval_nbr=1,
+    )
     a, b = await people(admin, ev["id"], 2)
     due = datetime.fromisoformat(b["date_open"]) + timedelta(days=1, minutes=1)
     first = await run(api, due, batch=1, cap=1)  # both receipts exist, one mail went
@@ -183,7 +185,8 @@ async def test_receipts_of_attendees_who_left_are_pruned(api: Api, admin):
     async with api.pool.acquire() as conn:
         audit = await conn.fetchrow(
             "SELECT actor_id, summary FROM event.event_audit_log WHERE verb = $1",
-            "mail_receipts_pruned")  # fmt: skip
+            "mail_receipts_pruned",
+        )
     assert audit["actor_id"] == "system" and audit["summary"] == {"receipts": 1}
 
 
@@ -193,7 +196,9 @@ async def test_batches_and_the_per_pass_cap(api: Api, admin):
         await conn.execute(
             "INSERT INTO event.registrations (event_id, barcode, name, email)"
             " SELECT $1, g::text, 'G' || g, 'g' || g || '@example.org'"
-            " FROM generate_series(1, 30) g", uuid.UUID(ev["id"]))  # fmt: skip
+            " FROM generate_series(1, 30) g",
+            uuid.UUID(ev["id"]),
+        )
     m = await scheduler(admin, ev["id"], await template(admin))
     first = await run(api, BEGIN, batch=5, cap=20)
     assert (first.sent, first.more) == (20, True)
@@ -209,8 +214,9 @@ async def test_the_slot_engine_sends_per_slot(api: Api, admin):
     evening = await add_slot(admin, ev["id"], 20)
     await people(admin, ev["id"], 2, event_slot_id=morning["id"])
     await people(admin, ev["id"], 1, event_slot_id=evening["id"])
-    m = await scheduler(admin, ev["id"], await template(admin), interval_nbr=1,
-                        interval_unit="hours")  # fmt: skip
+    m = await scheduler(
+        admin, ev["id"], await template(admin), interval_nbr=1, interval_unit="hours"
+    )
     assert m["scheduled_date"].startswith("2027-05-10T09:00")  # the earliest child
     s1 = await run(api, datetime(2027, 5, 10, 9, 30, tzinfo=UTC))
     assert s1.sent == 2
@@ -256,7 +262,11 @@ async def _line_without_template(api: Api, event_id: str, ref: uuid.UUID) -> str
         mail_id = await conn.fetchval(
             "INSERT INTO event.mails (event_id, interval_nbr, interval_unit, interval_kind,"
             " template_ref, scheduled_date) VALUES ($1, 1, 'days', 'before_event', $2, $3)"
-            " RETURNING id", uuid.UUID(event_id), ref, BEGIN - timedelta(days=1))  # fmt: skip
+            " RETURNING id",
+            uuid.UUID(event_id),
+            ref,
+            BEGIN - timedelta(days=1),
+        )
     return str(mail_id)
 
 
@@ -370,8 +380,11 @@ async def test_a_line_may_only_name_an_existing_template(api: Api, admin):
     r = await admin.post("/admin/mails", json=body)
     assert r.status_code == 422
     assert r.json()["error"] | {"detail": ""} == {
-        "code": "template_not_found", "detail": "", "field": "template_ref",
-        "template_ref": nowhere}  # fmt: skip
+        "code": "template_not_found",
+        "detail": "",
+        "field": "template_ref",
+        "template_ref": nowhere,
+    }
     m = await scheduler(admin, ev["id"], await template(admin))
     r = await admin.patch(f"/admin/mails/{m['id']}", json={"template_ref": nowhere})
     assert r.status_code == 422 and r.json()["error"]["code"] == "template_not_found"
@@ -399,7 +412,9 @@ async def test_links_that_cannot_be_minted_render_empty_and_are_listed(api: Api,
     await people(admin, ev["id"], 1)
     tpl = await template(admin, body="[{{ links.ics }}|{{ links.my_tickets }}]")
     assert (await admin.get(f"/admin/templates/{tpl}")).json()["links_unavailable"] == [
-        "ics", "my_tickets"]  # fmt: skip
+        "ics",
+        "my_tickets",
+    ]
     await scheduler(admin, ev["id"], tpl)
     assert (await run(api, BEGIN)).sent == 1
     assert (await outbox(api))[0]["body"] == "[|]"
@@ -435,8 +450,10 @@ async def test_moving_the_event_retimes_unsent_work_only(api: Api, admin):
     sent = await scheduler(admin, ev["id"], await template(admin), interval_nbr=3)
     await run(api, BEGIN - timedelta(days=2))
     pending = await scheduler(admin, ev["id"], await template(admin), interval_nbr=1)
-    await admin.patch(f"/admin/events/{ev['id']}", json={
-        "date_begin": "2027-06-10T09:00:00Z", "date_end": "2027-06-12T18:00:00Z"})  # fmt: skip
+    await admin.patch(
+        f"/admin/events/{ev['id']}",
+        json={"date_begin": "2027-06-10T09:00:00Z", "date_end": "2027-06-12T18:00:00Z"},
+    )
     assert (await mail(admin, pending["id"]))["scheduled_date"].startswith("2027-06-09T09:00")
     assert (await mail(admin, sent["id"]))["count_sent"] == 1
     assert (await run(api, BEGIN)).sent == 0
@@ -444,19 +461,15 @@ async def test_moving_the_event_retimes_unsent_work_only(api: Api, admin):
 
 async def test_templates_get_the_attendees_links_when_the_deployment_can_mint_them(api, admin):
     from events_svc.capabilities import ICS, MY_TICKETS, CapabilityCodec
+    from events_svc.links import AttendeeLinks
 
     codec = CapabilityCodec(("links-secret-0123456789",))
     ev = (await admin.post("/admin/events", json=event_body())).json()
     guest = (await people(admin, ev["id"], 1))[0]
     tpl = await template(admin, body="{{ links.ics }} {{ links.my_tickets }}")
     await scheduler(admin, ev["id"], tpl)
-    options = PassOptions(
-        batch=50,
-        cap=1000,
-        default_sender="events@example.org",
-        codec=codec,
-        public_base_url="https://events.example.org",
-    )
+    links = AttendeeLinks(codec, "https://events.example.org", 86400)
+    options = PassOptions(batch=50, cap=1000, default_sender="events@example.org", links=links)
     assert (await run_mail_pass(api.pool, ports(api.pool), options, BEGIN)).sent == 1
     ics_url, tickets_url = (await outbox(api))[0]["body"].split()
     base = "https://events.example.org/api/v1/event/public"
@@ -507,8 +520,14 @@ async def test_a_newcomer_between_two_batches_never_makes_a_pass_loop(api: Api, 
     and the newcomer is sent too."""
     ev = (await admin.post("/admin/events", json=event_body(seats_max=0))).json()
     await people(admin, ev["id"], 2)
-    m = await scheduler(admin, ev["id"], await template(admin), interval_kind="after_sub",
-                        interval_unit="now", interval_nbr=0)  # fmt: skip
+    m = await scheduler(
+        admin,
+        ev["id"],
+        await template(admin),
+        interval_kind="after_sub",
+        interval_unit="now",
+        interval_nbr=0,
+    )
     store = StoreRenderer()
 
     class Joining:
@@ -521,7 +540,9 @@ async def test_a_newcomer_between_two_batches_never_makes_a_pass_loop(api: Api, 
                     await other.execute(
                         "INSERT INTO event.registrations (event_id, barcode, name, email,"
                         " date_open) VALUES ($1, '99', 'New', 'new@example.org', $2)",
-                        uuid.UUID(ev["id"]), BEGIN)  # fmt: skip
+                        uuid.UUID(ev["id"]),
+                        BEGIN,
+                    )
             return await store.render(conn, request)
 
         async def template_kind(self, conn: Any, ref: uuid.UUID) -> str | None:
@@ -540,8 +561,11 @@ async def test_no_renderer_composed_refuses_lines_loudly(settings, pool):
     app = create_app(settings, ports=Ports())  # a host that composed nothing
     async with app.router.lifespan_context(app):
         token, _ = await create_token(pool, "probe", ["*"], None, datetime.now(UTC))
-        c = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE,
-                              headers={"Authorization": f"Bearer {token}"})  # fmt: skip
+        c = httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app),
+            base_url=BASE,
+            headers={"Authorization": f"Bearer {token}"},
+        )
         ev = (await c.post("/admin/events", json=event_body())).json()
         r = await c.post(
             "/admin/mails", json={"event_id": ev["id"], "template_ref": str(uuid.uuid4())}
@@ -549,3 +573,11 @@ async def test_no_renderer_composed_refuses_lines_loudly(settings, pool):
         await c.aclose()
     assert r.status_code == 503
     assert r.json()["error"]["code"] == "template_renderer_not_composed"
+
+
+async def test_the_failure_kinds_are_the_database_type(api: Api):
+    from events_svc.verbs.mail.failures import MailErrorKind
+
+    async with api.pool.acquire() as conn:
+        labels = await conn.fetchval("SELECT enum_range(NULL::event.mail_error_kind)::text[]")
+    assert sorted(labels) == sorted(kind.value for kind in MailErrorKind)

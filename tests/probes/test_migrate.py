@@ -90,10 +90,15 @@ async def test_a_failing_migration_rolls_back_alone(conn, folder: Path, empty_db
 async def test_two_concurrent_migrate_processes_apply_once(empty_db_url: str):
     env = {**os.environ, "EVENTS_DATABASE_URL": empty_db_url}
     procs = [
-        subprocess.Popen([sys.executable, "-m", "events_svc", "migrate"], env=env,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, "-m", "events_svc", "migrate"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for _ in range(2)
-    ]  # fmt: skip
+    ]
     outs = [p.communicate(timeout=120) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs
     counts = sorted(int(out.split()[1]) for out, _ in outs)
@@ -149,8 +154,9 @@ async def _constraint_section(url: str) -> str:
     try:
         rows: dict[str, list[tuple[str, str, str]]] = {}
         order = list(_KINDS)
-        for r in sorted(await conn.fetch(_CONSTRAINTS),
-                        key=lambda r: (order.index(r["kind"]), r["name"])):  # fmt: skip
+        for r in sorted(
+            await conn.fetch(_CONSTRAINTS), key=lambda r: (order.index(r["kind"]), r["name"])
+        ):
             rows.setdefault(r["tbl"], []).append((r["name"], _KINDS[r["kind"]], r["definition"]))
         for r in sorted(await conn.fetch(_INDEXES), key=lambda r: r["name"]):
             definition = r["definition"].split(" USING ", 1)[1]
@@ -159,8 +165,11 @@ async def _constraint_section(url: str) -> str:
         await conn.close()
     out = [SECTION]
     for table in sorted(rows):
-        out += [f"\n### `event.{table}`\n\n", "| constraint / index | kind | definition |\n",
-                "|---|---|---|\n"]  # fmt: skip
+        out += [
+            f"\n### `event.{table}`\n\n",
+            "| constraint / index | kind | definition |\n",
+            "|---|---|---|\n",
+        ]
         out += [
             f"| `{name}` | {kind} | `{definition}` |\n" for name, kind, definition in rows[table]
         ]

@@ -9,8 +9,7 @@ import re
 import httpx
 
 from events_svc.observability import JsonFormatter
-from tests.probes.conftest import Api, event_body
-from tests.probes.test_mails import scheduler, template
+from tests.probes.helpers import Api, event_body, scheduler, template
 
 
 async def test_request_ids_are_echoed_or_minted(api: Api):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import uuid
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -17,7 +16,7 @@ import vobject
 from events_svc import create_app
 from events_svc.capabilities import ICS, INTAKE, MY_TICKETS, CapabilityCodec
 from events_svc.settings import Settings
-from tests.probes.conftest import BASE, Api, add_slot, event_body
+from tests.probes.helpers import BASE, Api, add_slot, event_body
 
 SECRET = "first-secret-0123456789"
 OLD = "older-secret-0123456789"
@@ -36,13 +35,6 @@ def settings(db_url: str) -> Settings:
         rate_limit_capability="1000/minute",
         rate_limit_email="1000/hour",
     )
-
-
-@pytest.fixture
-async def public(app: Any) -> AsyncIterator[httpx.AsyncClient]:
-    transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url=BASE) as client:
-        yield client
 
 
 async def published(admin: httpx.AsyncClient, **over: Any) -> dict[str, Any]:
@@ -378,3 +370,18 @@ async def test_throttles_per_link_and_per_intake_email(settings: Settings, admin
             body = {"attendees": [{"name": f"S{i}", "email": email.strip()}]}
             codes.append((await c.post(path, json=body)).status_code)
         assert codes == [201, 201, 429]  # one normalised email, whatever the link
+
+
+def test_links_are_signed_with_hmac_sha256_and_sha1_links_do_not_open():
+    import base64
+
+    from itsdangerous import URLSafeSerializer
+
+    secret = "sha256-secret-0123456789"
+    codec = CapabilityCodec((secret,))
+    token = codec.mint(ICS, {"e": "x"}, None)
+    signature = token.rsplit(".", 1)[1]
+    assert len(base64.urlsafe_b64decode(signature + "=" * (-len(signature) % 4))) == 32
+    old = URLSafeSerializer(secret, salt=ICS).dumps({"e": "x"})  # itsdangerous' SHA-1 default
+    assert codec.open(ICS, old, datetime.now(UTC)) is None
+    assert codec.open(ICS, token, datetime.now(UTC)) == {"e": "x"}

@@ -16,18 +16,15 @@ from events_svc.errors import SeatsExhausted
 from events_svc.models import AttendeeInput
 from events_svc.settings import Settings
 from events_svc.verbs.register import register
-from tests.probes.conftest import Api, add_slot, add_ticket, event_body
+from tests.probes.helpers import Api, add_slot, add_ticket, make_event
 
 
 @pytest.fixture
 def settings(db_url: str) -> Settings:
     # enough connections that the races happen in PostgreSQL, not in the pool queue
-    return Settings(database_url=db_url, pool_min=4, pool_max=24, lock_timeout_ms=10000,
-                    scheduler_enabled=False)  # fmt: skip
-
-
-async def _event(admin: httpx.AsyncClient, **over: Any) -> dict[str, Any]:
-    return (await admin.post("/admin/events", json=event_body(**over))).json()
+    return Settings(
+        database_url=db_url, pool_min=4, pool_max=24, lock_timeout_ms=10000, scheduler_enabled=False
+    )
 
 
 async def _race(admin: httpx.AsyncClient, n: int, body: dict[str, Any]) -> Counter[Any]:
@@ -50,14 +47,14 @@ async def _taken(api: Api, **where: str) -> int:
 
 
 async def test_64_racers_on_a_4_seat_event_give_exactly_4_rows(api: Api, admin):
-    ev = await _event(admin, seats_max=4)
+    ev = await make_event(admin, seats_max=4)
     outcome = await _race(admin, 64, {"event_id": ev["id"]})
     assert outcome == {(201, None): 4, (409, "event_seats_exhausted"): 60}
     assert await _taken(api, event_id=ev["id"]) == 4
 
 
 async def test_64_racers_on_a_4_seat_ticket(api: Api, admin):
-    ev = await _event(admin, seats_limited=False)
+    ev = await make_event(admin, seats_limited=False)
     t = await add_ticket(admin, ev["id"], name="T", seats_max=4)
     outcome = await _race(admin, 64, {"event_id": ev["id"], "event_ticket_id": t["id"]})
     assert outcome == {(201, None): 4, (409, "event_seats_exhausted"): 60}
@@ -65,7 +62,7 @@ async def test_64_racers_on_a_4_seat_ticket(api: Api, admin):
 
 
 async def test_64_racers_on_a_4_seat_slot(api: Api, admin):
-    ev = await _event(admin, seats_max=4, is_multi_slots=True)
+    ev = await make_event(admin, seats_max=4, is_multi_slots=True)
     s = await add_slot(admin, ev["id"], 10)
     outcome = await _race(admin, 64, {"event_id": ev["id"], "event_slot_id": s["id"]})
     assert outcome == {(201, None): 4, (409, "event_seats_exhausted"): 60}
@@ -73,7 +70,7 @@ async def test_64_racers_on_a_4_seat_slot(api: Api, admin):
 
 
 async def test_new_registrations_racing_confirms_of_drafts(api: Api, admin):
-    ev = await _event(admin, seats_max=4)
+    ev = await make_event(admin, seats_max=4)
     drafts = []
     for _ in range(4):
         r = (await admin.post("/admin/registrations", json={"event_id": ev["id"]})).json()
@@ -93,7 +90,7 @@ async def test_new_registrations_racing_confirms_of_drafts(api: Api, admin):
 
 async def test_a_group_of_3_racing_singles_never_half_lands(api: Api, admin):
     for _round in range(5):
-        ev = await _event(admin, seats_max=4)
+        ev = await make_event(admin, seats_max=4)
         eid = uuid.UUID(ev["id"])
         group = [AttendeeInput(name=f"G{i}") for i in range(3)]
 
@@ -144,13 +141,17 @@ async def test_registrations_and_mail_edits_racing_passes_never_deadlock(api: Ap
     are edited and created, templates change and attendees are corrected: no 500, no
     deadlock (every writer takes the scheduler rows last, in id order)."""
     from events_svc.adapters.standalone import standalone_ports
-    from events_svc.verbs.mail_pass import PassOptions, run_mail_pass
+    from events_svc.verbs.mail.pass_ import run_mail_pass
+    from events_svc.verbs.mail.send import PassOptions
 
-    dates = {"seats_max": 0, "date_begin": "2026-01-01T00:00:00Z",
-             "date_end": "2099-01-01T00:00:00Z"}  # fmt: skip
-    multi = await _event(admin, is_multi_slots=True, **dates)
+    dates = {
+        "seats_max": 0,
+        "date_begin": "2026-01-01T00:00:00Z",
+        "date_end": "2099-01-01T00:00:00Z",
+    }
+    multi = await make_event(admin, is_multi_slots=True, **dates)
     slots = [await add_slot(admin, multi["id"], h) for h in (10, 12)]
-    single = await _event(admin, **dates)
+    single = await make_event(admin, **dates)
     hello = {"name": "T", "subject": "S", "body": "Hi {{ registration.name }}"}
     tpl = (await admin.post("/admin/templates", json=hello)).json()["id"]
 
@@ -161,13 +162,21 @@ async def test_registrations_and_mail_edits_racing_passes_never_deadlock(api: Ap
 
     def line(event_id: str, kind: str, unit: str) -> dict[str, Any]:
         nbr = 0 if unit == "now" else 1
-        return {"event_id": event_id, "interval_kind": kind, "interval_unit": unit,
-                "interval_nbr": nbr, "template_ref": tpl}  # fmt: skip
+        return {
+            "event_id": event_id,
+            "interval_kind": kind,
+            "interval_unit": unit,
+            "interval_nbr": nbr,
+            "template_ref": tpl,
+        }
 
     lines = []
     for ev in (multi, single):
-        for kind, unit in [("after_sub", "now"), ("after_event_start", "now"),
-                           ("before_event_end", "days")]:  # fmt: skip
+        for kind, unit in [
+            ("after_sub", "now"),
+            ("after_event_start", "now"),
+            ("before_event_end", "days"),
+        ]:
             r = await admin.post("/admin/mails", json=line(ev["id"], kind, unit))
             assert r.status_code == 201, r.text
             lines.append(r.json()["id"])
@@ -186,18 +195,25 @@ async def test_registrations_and_mail_edits_racing_passes_never_deadlock(api: Ap
 
     for round_ in range(4):
         calls: list[Any] = [
-            admin.post("/admin/registrations",
-                       json={**where(i), "name": f"R{i}", "email": f"r{i}@example.org"})
+            admin.post(
+                "/admin/registrations",
+                json={**where(i), "name": f"R{i}", "email": f"r{i}@example.org"},
+            )
             for i in range(24)
-        ]  # fmt: skip
-        calls += [admin.patch(f"/admin/mails/{m}", json={"interval_nbr": round_ % 2})
-                  for m in lines]  # fmt: skip
-        calls += [admin.post("/admin/mails", json=line(ev["id"], "after_sub", "now"))
-                  for ev in (multi, single)]  # fmt: skip
+        ]
+        calls += [
+            admin.patch(f"/admin/mails/{m}", json={"interval_nbr": round_ % 2}) for m in lines
+        ]
+        calls += [
+            admin.post("/admin/mails", json=line(ev["id"], "after_sub", "now"))
+            for ev in (multi, single)
+        ]
         edit = {"body": f"Hello {{{{ registration.name }}}} {round_}"}
         calls.append(admin.patch(f"/admin/templates/{tpl}", json=edit))
-        calls += [admin.patch(f"/admin/registrations/{p}", json={"email": f"f{round_}{i}@ex.org"})
-                  for i, p in enumerate(people)]  # fmt: skip
+        calls += [
+            admin.patch(f"/admin/registrations/{p}", json={"email": f"f{round_}{i}@ex.org"})
+            for i, p in enumerate(people)
+        ]
         calls += [admin.post("/admin/schedulers/run") for _ in range(3)]
         results = await asyncio.gather(*calls, passes(), passes(), passes())
         errors = [r.text for r in results if r is not None and r.status_code >= 500]
@@ -268,17 +284,24 @@ async def _held_pass(api: Api, admin: httpx.AsyncClient, *emails: str) -> tuple[
     started and held in its first batch: (the pass task, its renderer, the line id)."""
     from events_svc.adapters.standalone import OutboxQueue
     from events_svc.ports import Ports
-    from events_svc.verbs.mail_pass import PassOptions, run_mail_pass
+    from events_svc.verbs.mail.pass_ import run_mail_pass
+    from events_svc.verbs.mail.send import PassOptions
 
-    ev = await _event(admin, seats_max=0, date_begin="2026-01-01T00:00:00Z",
-                      date_end="2099-01-01T00:00:00Z")  # fmt: skip
+    ev = await make_event(
+        admin, seats_max=0, date_begin="2026-01-01T00:00:00Z", date_end="2099-01-01T00:00:00Z"
+    )
     for i, email in enumerate(emails):
         body = {"event_id": ev["id"], "name": f"G{i}", **({"email": email} if email else {})}
         assert (await admin.post("/admin/registrations", json=body)).status_code == 201
     hello = {"name": "T", "body": "Hi {{ registration.name }}"}
     tpl = (await admin.post("/admin/templates", json=hello)).json()["id"]
-    line = {"event_id": ev["id"], "template_ref": tpl, "interval_kind": "after_event_start",
-            "interval_unit": "now", "interval_nbr": 0}  # fmt: skip
+    line = {
+        "event_id": ev["id"],
+        "template_ref": tpl,
+        "interval_kind": "after_event_start",
+        "interval_unit": "now",
+        "interval_nbr": 0,
+    }
     mail_id = (await admin.post("/admin/mails", json=line)).json()["id"]
     held = HeldRenderer()
     options = PassOptions(batch=50, cap=1000, default_sender="events@example.org")
@@ -290,7 +313,8 @@ async def _held_pass(api: Api, admin: httpx.AsyncClient, *emails: str) -> tuple[
 
 async def _next_pass(api: Api) -> Any:
     from events_svc.adapters.standalone import standalone_ports
-    from events_svc.verbs.mail_pass import PassOptions, run_mail_pass
+    from events_svc.verbs.mail.pass_ import run_mail_pass
+    from events_svc.verbs.mail.send import PassOptions
 
     options = PassOptions(batch=50, cap=1000, default_sender="events@example.org")
     return await run_mail_pass(api.pool, standalone_ports(), options, datetime.now(UTC))
@@ -314,8 +338,9 @@ async def test_an_attendee_joining_while_a_pass_finishes_the_line_still_gets_the
 async def test_an_address_corrected_while_a_pass_fails_it_is_retried(api: Api, admin):
     passing, held, mail_id = await _held_pass(api, admin, "first@example.org", "")
     event_id = (await admin.get(f"/admin/mails/{mail_id}")).json()["event_id"]
-    nomail = (await admin.get("/admin/registrations", params={"event_id": event_id,
-                                                              "q": "G1"})).json()  # fmt: skip
+    nomail = (
+        await admin.get("/admin/registrations", params={"event_id": event_id, "q": "G1"})
+    ).json()
     (target,) = nomail["items"]
     fixing = asyncio.create_task(
         admin.patch(f"/admin/registrations/{target['id']}", json={"email": "g1@example.org"})
@@ -337,18 +362,27 @@ async def test_a_slow_template_never_holds_its_row_long_enough_to_refuse_registr
     off, and a registration waiting for the row goes through."""
     from events_svc.adapters.standalone import OutboxQueue
     from events_svc.ports import Ports
-    from events_svc.verbs.mail_pass import PassOptions, run_mail_pass
+    from events_svc.verbs.mail.pass_ import run_mail_pass
+    from events_svc.verbs.mail.send import PassOptions
 
-    ev = await _event(admin, seats_max=0, date_begin="2026-01-01T00:00:00Z",
-                      date_end="2099-01-01T00:00:00Z")  # fmt: skip
+    ev = await make_event(
+        admin, seats_max=0, date_begin="2026-01-01T00:00:00Z", date_end="2099-01-01T00:00:00Z"
+    )
     for i in range(12):
         body = {"event_id": ev["id"], "name": f"G{i}", "email": f"g{i}@example.org"}
         assert (await admin.post("/admin/registrations", json=body)).status_code == 201
-    slow = ("{% set s = 'x' * 200000 %}{% for i in range(9000) %}"
-            "{{ '' if s.upper() == s else '.' }}{% endfor %}")  # fmt: skip
+    slow = (
+        "{% set s = 'x' * 200000 %}{% for i in range(9000) %}"
+        "{{ '' if s.upper() == s else '.' }}{% endfor %}"
+    )
     tpl = (await admin.post("/admin/templates", json={"name": "S", "body": slow})).json()["id"]
-    line = {"event_id": ev["id"], "template_ref": tpl, "interval_kind": "after_sub",
-            "interval_unit": "now", "interval_nbr": 0}  # fmt: skip
+    line = {
+        "event_id": ev["id"],
+        "template_ref": tpl,
+        "interval_kind": "after_sub",
+        "interval_unit": "now",
+        "interval_nbr": 0,
+    }
     mail_id = (await admin.post("/admin/mails", json=line)).json()["id"]
     options = PassOptions(batch=50, cap=1000, default_sender="events@example.org")
     rendering = HeldRenderer()

@@ -13,13 +13,7 @@ from events_svc import EventSurface, create_app
 from events_svc.ports import PartnerContact, Ports
 from events_svc.settings import Settings
 from events_svc.verbs import register as register_module
-from tests.probes.conftest import BASE, Api, add_slot, add_ticket, event_body
-
-
-async def make_event(admin: httpx.AsyncClient, **over: Any) -> dict[str, Any]:
-    r = await admin.post("/admin/events", json=event_body(**over))
-    assert r.status_code == 201, r.text
-    return r.json()
+from tests.probes.helpers import BASE, Api, Directory, add_slot, add_ticket, make_event
 
 
 async def reg(admin: httpx.AsyncClient, event_id: str, **body: Any) -> httpx.Response:
@@ -305,16 +299,13 @@ async def test_answers_are_validated_against_the_event_questions(api: Api, admin
     assert sorted(a["question_id"] for a in body["answers"]) == sorted([choice["id"], text["id"]])
 
 
-class Directory:
-    """A host's partner directory, as a host would install it."""
-
-    async def contact(self, partner_id: uuid.UUID) -> PartnerContact | None:
-        return PartnerContact(name="Partner Name", email="p@example.org", phone="+1 555 0100")
+# what the host's partner directory knows of every partner
+PARTNER = PartnerContact(name="Partner Name", email="p@example.org", phone="+1 555 0100")
 
 
 async def test_sync_from_partner_fills_empty_fields_only(settings: Settings, pool, api: Api):
     headers = await api.token("*")
-    app = create_app(settings, ports=Ports(partner_directory=Directory()))
+    app = create_app(settings, ports=Ports(partner_directory=Directory(PARTNER)))
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url=BASE, headers=headers) as c:
@@ -367,7 +358,7 @@ async def test_the_seat_count_is_an_index_only_scan(api: Api, admin: httpx.Async
 async def test_the_surface_reads_the_same_truth(api: Api, admin: httpx.AsyncClient):
     ev = await make_event(admin, seats_max=3)
     r = (await reg(admin, ev["id"])).json()
-    surface = EventSurface(api.pool)
+    surface = EventSurface(api.pool, Settings())
     seats = await surface.seat_availability(uuid.UUID(ev["id"]))
     assert seats["event"]["available"] == 2
     pub = await surface.publication_state(uuid.UUID(ev["id"]))
@@ -430,14 +421,9 @@ async def test_groups_respect_the_per_order_cap_and_mandatory_answers(api: Api, 
         assert await conn.fetchval("SELECT count(*) FROM event.registrations") == 2
 
 
-class EmptyDirectory:
-    async def contact(self, partner_id: uuid.UUID) -> PartnerContact | None:
-        return None
-
-
 async def test_sync_from_an_unknown_partner_is_refused(settings: Settings, pool, api: Api):
     headers = await api.token("*")
-    app = create_app(settings, ports=Ports(partner_directory=EmptyDirectory()))
+    app = create_app(settings, ports=Ports(partner_directory=Directory(None)))
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url=BASE, headers=headers) as c:
@@ -445,3 +431,109 @@ async def test_sync_from_an_unknown_partner_is_refused(settings: Settings, pool,
             r = (await reg(c, ev["id"], partner_id=str(uuid.uuid4()))).json()
             resp = await c.post(f"/admin/registrations/{r['id']}/sync-from-partner")
             assert resp.status_code == 422 and code(resp) == "partner_not_found"
+
+
+async def test_the_surface_registers_mints_and_runs_the_scheduler_without_http(
+    api: Api, admin: httpx.AsyncClient
+):
+    from datetime import UTC, datetime
+
+    from events_svc.capabilities import ICS, MY_TICKETS, CapabilityCodec
+    from events_svc.models import AttendeeInput
+
+    secret = "surface-secret-0123456789"
+    ev = await make_event(admin, seats_max=5, date_begin="2026-01-01T00:00:00Z",
+                          date_end="2099-01-01T00:00:00Z")  # fmt: skip
+    surface = EventSurface(api.pool, Settings(capability_secrets=(secret,)))
+    # the guarded intake: an unpublished event is closed by id ...
+    with pytest.raises(Exception, match="does not take registrations"):
+        await surface.register_intake(ev["id"], [AttendeeInput(name="Ada", email="a@ex.org")])
+    # ... and open through a private intake link minted by the surface
+    link = await surface.mint_capability("intake", uuid.UUID(ev["id"]), ttl_seconds=3600)
+    taken = await surface.register_intake(
+        link["token"], [AttendeeInput(name="A", email="a@ex.org")]
+    )
+    (row,) = taken["registrations"]
+    assert row["state"] == "open"
+    codec, now = CapabilityCodec((secret,)), datetime.now(UTC)
+    tickets = codec.open(MY_TICKETS, taken["my_tickets_token"], now)
+    assert tickets is not None and tickets["r"] == [str(row["registration_id"])]
+    ics = await surface.mint_capability("ics", uuid.UUID(ev["id"]))
+    assert codec.open(ICS, ics["token"], now) is not None and ics["expires_at"] > now
+    mine = await surface.mint_capability(
+        "my_tickets", uuid.UUID(ev["id"]), registration_ids=[row["registration_id"]]
+    )
+    assert mine["expires_at"] is None
+    # the scheduler pass the routes and the loop run
+    tpl = (await admin.post("/admin/templates", json={"name": "T", "body": "Hi"})).json()
+    line = {"event_id": ev["id"], "template_ref": tpl["id"], "interval_kind": "after_sub",
+            "interval_unit": "now", "interval_nbr": 0}  # fmt: skip
+    assert (await admin.post("/admin/mails", json=line)).status_code == 201
+    assert (await surface.run_due_schedulers()).sent == 1
+    assert (await surface.seat_availability(uuid.UUID(ev["id"])))["event"]["taken"] == 1
+
+
+async def test_nothing_enters_open_on_a_cancelled_event(admin: httpx.AsyncClient):
+    ev = await make_event(admin)
+    draft = (await reg(admin, ev["id"])).json()
+    await admin.post(f"/admin/registrations/{draft['id']}/set-draft")
+    cancelled = (await reg(admin, ev["id"])).json()
+    await admin.post(f"/admin/registrations/{cancelled['id']}/cancel")
+    r = await admin.post(f"/admin/registrations/{cancelled['id']}/confirm")
+    assert (r.status_code, code(r)) == (409, "use_reactivate")
+    await admin.patch(f"/admin/events/{ev['id']}", json={"kanban_state": "cancel"})
+    r = await admin.post(f"/admin/registrations/{draft['id']}/confirm")
+    assert (r.status_code, code(r)) == (409, "event_cancelled")
+    view = (await admin.get(f"/admin/registrations/{draft['id']}")).json()
+    assert view["state"] == "draft"
+
+
+async def test_date_closed_is_stamped_once_and_corrected_by_hand(admin: httpx.AsyncClient):
+    ev = await make_event(admin)
+    r = (await reg(admin, ev["id"])).json()
+    done = (await admin.post(f"/admin/registrations/{r['id']}/set-done")).json()
+    stamped = done["date_closed"]
+    assert stamped is not None
+    await admin.post(f"/admin/registrations/{r['id']}/set-draft")
+    again = (await admin.post(f"/admin/registrations/{r['id']}/set-done")).json()
+    assert again["date_closed"] == stamped  # never overwritten
+    by_hand = "2027-05-11T12:00:00Z"
+    fixed = await admin.patch(f"/admin/registrations/{r['id']}", json={"date_closed": by_hand})
+    assert fixed.status_code == 200 and fixed.json()["date_closed"] == by_hand
+    cleared = await admin.patch(f"/admin/registrations/{r['id']}", json={"date_closed": None})
+    assert cleared.json()["date_closed"] is None
+
+
+async def test_a_general_question_is_answered_once_per_group(api: Api, admin):
+    from datetime import UTC, datetime
+
+    from events_svc.actors import SYSTEM
+    from events_svc.errors import AnswerInvalid
+    from events_svc.models import AnswerInput, AttendeeInput
+
+    ev = await make_event(admin)
+    body = {"title": "How did you hear of us?", "question_type": "text_box",
+            "is_mandatory_answer": True}  # fmt: skip
+    general = (await admin.post("/admin/questions", json=body)).json()
+    diet = {"title": "Diet", "question_type": "text_box"}
+    specific = (await admin.post("/admin/questions", json=diet)).json()
+    link = {"question_id": general["id"], "once_per_order": True}
+    linked = await admin.post(f"/admin/events/{ev['id']}/questions", json=link)
+    assert linked.status_code == 201
+    assert [q["once_per_order"] for q in linked.json()["items"]] == [True]
+    await admin.post(f"/admin/events/{ev['id']}/questions", json={"question_id": specific["id"]})
+    heard = AnswerInput(question_id=uuid.UUID(general["id"]), value_text="A friend")
+    vegan = AnswerInput(question_id=uuid.UUID(specific["id"]), value_text="Vegan")
+    group = [AttendeeInput(name="A", answers=[heard, vegan]), AttendeeInput(name="B")]
+    eid, now = uuid.UUID(ev["id"]), datetime.now(UTC)
+    made = await register_module.register(api.pool, SYSTEM, eid, group, now,
+                                          require_mandatory=True)  # fmt: skip
+    answers = [
+        {a["question_id"]: a["value_text"] for a in r["answers"]} for r in made.registrations
+    ]
+    assert answers == [{general["id"]: "A friend", specific["id"]: "Vegan"},
+                       {general["id"]: "A friend"}]  # fmt: skip
+    other = AnswerInput(question_id=uuid.UUID(general["id"]), value_text="The radio")
+    differing = [AttendeeInput(name="C", answers=[heard]), AttendeeInput(name="D", answers=[other])]
+    with pytest.raises(AnswerInvalid):
+        await register_module.register(api.pool, SYSTEM, eid, differing, now)

@@ -9,7 +9,6 @@ import json
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -26,50 +25,41 @@ from events_svc.observability import Metrics
 from events_svc.ports import Ports
 from events_svc.scheduler import SchedulerLoop
 from events_svc.settings import Settings
-from events_svc.verbs.done_sweep import sweep_done_events
-from tests.probes.conftest import BASE, Api, add_slot, event_body
-from tests.probes.test_mails import BEGIN, outbox, ports, run, scheduler, template
-
-
-async def seed(api: Api, event_id: str, n: int) -> None:
-    async with api.pool.acquire() as conn:
-        await conn.execute(
-            "INSERT INTO event.registrations (event_id, barcode, name, email, date_open)"
-            " SELECT $1, g::text, 'G' || g, 'g' || g || '@example.org', now()"
-            " FROM generate_series(1, $2) g",
-            uuid.UUID(event_id),
-            n,
-        )
+from events_svc.verbs.lifecycle import sweep_done_events
+from tests.probes.helpers import (
+    BASE,
+    BEGIN,
+    Api,
+    add_slot,
+    event_body,
+    exactly_once,
+    free_port,
+    outbox,
+    ports,
+    run,
+    scheduler,
+    seed,
+    start_serve,
+    template,
+)
 
 
 async def due_now(api: Api, admin: httpx.AsyncClient, attendees: int) -> str:
     """An ongoing event with `attendees` eligible attendees and a mail due right now."""
-    body = event_body(seats_max=0, date_begin="2026-01-01T00:00:00Z",
-                      date_end="2099-01-01T00:00:00Z")  # fmt: skip
+    body = event_body(
+        seats_max=0, date_begin="2026-01-01T00:00:00Z", date_end="2099-01-01T00:00:00Z"
+    )
     event_id = str((await admin.post("/admin/events", json=body)).json()["id"])
     await seed(api, event_id, attendees)
-    await scheduler(admin, event_id, await template(admin), interval_kind="after_event_start",
-                    interval_unit="now", interval_nbr=0)  # fmt: skip
+    await scheduler(
+        admin,
+        event_id,
+        await template(admin),
+        interval_kind="after_event_start",
+        interval_unit="now",
+        interval_nbr=0,
+    )
     return event_id
-
-
-async def exactly_once(api: Api, n: int) -> None:
-    async with api.pool.acquire() as conn:
-        row = await conn.fetchrow(
-            "SELECT count(*) AS rows, count(DISTINCT (scheduler_id, registration_id)) AS pairs"
-            " FROM event.outbox_messages"
-        )
-        orphans = await conn.fetchval(
-            "SELECT count(*) FROM event.mail_registrations mr WHERE mr.mail_sent AND NOT EXISTS"
-            " (SELECT 1 FROM event.outbox_messages o WHERE o.scheduler_id = mr.scheduler_id"
-            "  AND o.registration_id = mr.registration_id)"
-        )
-        unreceipted = await conn.fetchval(
-            "SELECT count(*) FROM event.outbox_messages o WHERE NOT EXISTS (SELECT 1 FROM"
-            " event.mail_registrations mr WHERE mr.scheduler_id = o.scheduler_id"
-            " AND mr.registration_id = o.registration_id AND mr.mail_sent)"
-        )
-    assert (row["rows"], row["pairs"], orphans, unreceipted) == (n, n, 0, 0)
 
 
 async def test_the_lifespan_loop_wakes_on_notify(settings: Settings, api: Api, admin):
@@ -81,7 +71,7 @@ async def test_the_lifespan_loop_wakes_on_notify(settings: Settings, api: Api, a
     looping = dataclasses.replace(settings, scheduler_enabled=True, scheduler_floor_s=3600)
     app = create_app(looping)
     async with app.router.lifespan_context(app):
-        loop = app.state.events.extras["scheduler"]
+        loop = app.state.events.scheduler
         await asyncio.wait_for(_until(lambda: loop.passes >= 1), 10)
         transport = httpx.ASGITransport(app=app)
         headers = await api.token("*")
@@ -244,22 +234,7 @@ async def test_scheduler_run_once_cli(db_url: str, api: Api, admin: httpx.AsyncC
 
 async def test_sigterm_during_a_long_pass_exits_in_time_with_whole_batches(db_url, api, admin):
     await due_now(api, admin, 3000)
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = str(sock.getsockname()[1])
-    env = {
-        **os.environ,
-        "EVENTS_DATABASE_URL": db_url,
-        "EVENTS_PORT": port,
-        "EVENT_MAIL_BATCH": "10",
-        "EVENT_MAIL_CRON_LIMIT": "100000",
-    }
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "events_svc", "serve"],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    proc = start_serve(db_url, free_port(), EVENT_MAIL_BATCH="10", EVENT_MAIL_CRON_LIMIT="100000")
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and len(await outbox(api)) < 50:
@@ -302,8 +277,9 @@ async def test_a_crashing_renderer_fails_its_line_and_the_loop_retries_after_the
     flaky = Ports(template_renderer=FlakyRenderer(), mail_queue=OutboxQueue())
     quick = dataclasses.replace(settings, scheduler_floor_s=1)
     offset = timedelta(0)
-    loop = SchedulerLoop(lambda: api.pool, flaky, quick, lambda: datetime.now(UTC) + offset,
-                         metrics=metrics)  # fmt: skip
+    loop = SchedulerLoop(
+        lambda: api.pool, flaky, quick, lambda: datetime.now(UTC) + offset, metrics=metrics
+    )
     loop.start()
     try:
         while not loop.passes:
@@ -333,8 +309,9 @@ async def test_a_crashing_pass_is_counted_and_retried_and_the_loop_survives(
         return api.pool
 
     quick = dataclasses.replace(settings, scheduler_floor_s=1)
-    loop = SchedulerLoop(flaky_pool, ports(api.pool), quick, lambda: datetime.now(UTC),
-                         metrics=metrics)  # fmt: skip
+    loop = SchedulerLoop(
+        flaky_pool, ports(api.pool), quick, lambda: datetime.now(UTC), metrics=metrics
+    )
     loop.start()
     try:
         await asyncio.wait_for(_until_outbox(api, 3), 20)
@@ -366,8 +343,9 @@ async def test_slot_children_without_attendees_are_progress_not_a_blocked_pass(
 
 async def _ongoing_line(admin: httpx.AsyncClient, body: str, *emails: str) -> str:
     """An ongoing event with one attendee per email ('' for none) and a mail due now."""
-    ongoing = event_body(seats_max=0, date_begin="2026-01-01T00:00:00Z",
-                         date_end="2099-01-01T00:00:00Z")  # fmt: skip
+    ongoing = event_body(
+        seats_max=0, date_begin="2026-01-01T00:00:00Z", date_end="2099-01-01T00:00:00Z"
+    )
     event_id = str((await admin.post("/admin/events", json=ongoing)).json()["id"])
     for i, email in enumerate(emails):
         guest = {"event_id": event_id, "name": f"G{i}", **({"email": email} if email else {})}
@@ -402,12 +380,15 @@ async def test_lines_that_fail_forever_never_make_the_loop_spin(settings, api, a
         sleeps.append(delay)
         now += timedelta(seconds=delay)
     assert loop.passes <= 8 and loop.failures == 0, sleeps
-    logged = [r for r in caplog.records if r.levelno >= logging.INFO
-              and r.name.startswith("events_svc")]  # fmt: skip
+    logged = [
+        r for r in caplog.records if r.levelno >= logging.INFO and r.name.startswith("events_svc")
+    ]
     assert len(logged) <= 4, [r.getMessage() for r in logged]
     failing_lines = [r for r in logged if r.getMessage() == "scheduler line failing"]
     assert sorted(r.fields["kind"] for r in failing_lines) == [  # type: ignore[attr-defined]
-        "render_failed", "template_unresolved"]  # fmt: skip
+        "render_failed",
+        "template_unresolved",
+    ]
     assert [o["recipient"] for o in await outbox(api)] == ["c@example.org"]
 
 

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -14,7 +12,7 @@ import pytest
 
 from events_svc import create_app, errors
 from events_svc.settings import Settings, SettingsError
-from tests.probes.conftest import Api
+from tests.probes.helpers import Api, free_port, start_serve, wait_ready
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -66,58 +64,48 @@ def test_a_bad_setting_names_its_variable(var: str, value: str):
 
 
 def test_bool_tolerant_settings_and_defaults():
-    s = Settings.from_env({"EVENT_TRUSTED_PROXY": "Yes", "EVENT_CAPABILITY_SECRET": "a" * 20 +
-                           ", " + "b" * 20})  # fmt: skip
+    s = Settings.from_env(
+        {"EVENT_TRUSTED_PROXY": "Yes", "EVENT_CAPABILITY_SECRET": "a" * 20 + ", " + "b" * 20}
+    )
     assert s.trusted_proxy is True and s.capability_secrets == ("a" * 20, "b" * 20)
     d = Settings.from_env({})
-    assert (d.mail_batch, d.mail_cron_limit, d.trusted_proxy, d.intake_public) == (
-        50, 1000, False, False,
-    )  # fmt: skip
+    defaults = (d.mail_batch, d.mail_cron_limit, d.trusted_proxy, d.intake_public)
+    assert defaults == (50, 1000, False, False)
 
 
 def test_the_cli_stops_with_one_clear_line_on_a_bad_setting():
     env = {**os.environ, "EVENT_MAIL_BATCH": "lots"}
-    r = subprocess.run([sys.executable, "-m", "events_svc", "migrate"], env=env,
-                       capture_output=True, text=True, timeout=60)  # fmt: skip
+    r = subprocess.run(
+        [sys.executable, "-m", "events_svc", "migrate"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 2
     assert r.stderr.strip().splitlines() == [
         "events-svc: configuration error: EVENT_MAIL_BATCH='lots' is not an integer"
     ]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_smoke_script_passes_against_a_real_serve_process(db_url: str, tmp_path: Path):
-    port = _free_port()
-    env = {
-        **os.environ,
-        "EVENTS_DATABASE_URL": db_url,
-        "EVENTS_PORT": str(port),
-        "EVENTS_DATA_DIR": str(tmp_path),
-        "EVENT_CAPABILITY_SECRET": "smoke-secret-0123456789",
-    }
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "events_svc", "serve"],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
+    port = free_port()
+    proc = start_serve(
+        db_url,
+        port,
+        output=subprocess.PIPE,
+        EVENTS_DATA_DIR=str(tmp_path),
+        EVENT_CAPABILITY_SECRET="smoke-secret-0123456789",
     )
     try:
         base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.2)
-        r = subprocess.run(["bash", str(ROOT / "scripts" / "smoke.sh"), base],
-                           capture_output=True, text=True, timeout=60)  # fmt: skip
+        wait_ready(proc, base)
+        r = subprocess.run(
+            ["bash", str(ROOT / "scripts" / "smoke.sh"), base],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert r.returncode == 0, r.stdout
         assert "smoke: PASS" in r.stdout
     finally:
@@ -127,7 +115,7 @@ def test_smoke_script_passes_against_a_real_serve_process(db_url: str, tmp_path:
 
 
 async def test_a_missing_database_answers_503_not_500():
-    port = _free_port()  # nothing listens there
+    port = free_port()  # nothing listens there
     url = f"postgresql://postgres@127.0.0.1:{port}/events"
     app = create_app(Settings(database_url=url, pool_min=0, pool_max=2, connect_timeout_s=2))
     async with app.router.lifespan_context(app):

@@ -409,8 +409,10 @@ async def test_render_pairs_renders_subject_and_body_per_context() -> None:
     body = compile_template("Hello {{ registration.name }}")
     other = {**CONTEXT, "registration": {**CONTEXT["registration"], "name": "Bob"}}
     pairs = await render_pairs(subject, body, [CONTEXT, other])
-    assert pairs == [("Your ticket for Spring Conference", "Hello Alice Martin"),
-                     ("Your ticket for Spring Conference", "Hello Bob")]  # fmt: skip
+    assert pairs == [
+        ("Your ticket for Spring Conference", "Hello Alice Martin"),
+        ("Your ticket for Spring Conference", "Hello Bob"),
+    ]
 
 
 async def test_render_pairs_lets_other_tasks_run_while_a_template_burns_its_deadline() -> None:

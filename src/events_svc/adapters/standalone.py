@@ -92,8 +92,19 @@ class OutboxQueue:
     async def flush(self, conn: Any) -> None:
         held = self._held.pop(id(conn), [])
         if held:
-            rows = [(m.channel, m.recipient, m.sender, m.subject, m.body, m.event_id,
-                     m.registration_id, m.scheduler_id) for m in held]  # fmt: skip
+            rows = [
+                (
+                    m.channel,
+                    m.recipient,
+                    m.sender,
+                    m.subject,
+                    m.body,
+                    m.event_id,
+                    m.registration_id,
+                    m.scheduler_id,
+                )
+                for m in held
+            ]
             columns = zip(*rows, strict=True)
             await conn.execute(_OUTBOX, *(list(c) for c in columns))
 

@@ -101,6 +101,9 @@ class PublishBody(Command):
 class QuestionLink(Command):
     question_id: UUID
     sequence: Sequence = 10
+    # general (asked once per group registration, its answer copied to every attendee)
+    # or specific (asked of each attendee)
+    once_per_order: Bool = False
 
 
 # --- views ---------------------------------------------------------------------------------

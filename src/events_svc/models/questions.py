@@ -62,3 +62,4 @@ class EventQuestionView(QuestionView):
     """A question as an event asks it: `link_sequence` orders the event's questions."""
 
     link_sequence: int
+    once_per_order: bool = False

@@ -9,7 +9,7 @@ from uuid import UUID
 
 from pydantic import Field
 
-from events_svc.models.base import Command, Email, Phone, RegistrationState, Text, View
+from events_svc.models.base import Command, Email, Instant, Phone, RegistrationState, Text, View
 
 SaleStatus = Literal["free", "sold", "to_pay"]
 PersonName = Annotated[str, Field(max_length=256)]
@@ -46,6 +46,8 @@ class RegistrationPatch(Command):
     phone: Phone | None = None
     company_name: CompanyName | None = None
     partner_id: UUID | None = None
+    # set by hand, or cleared with null; `done` stamps it only when it is empty
+    date_closed: Instant | None = None
     # fenced: named so the refusal can say why, never written
     state: Any = None
     sale_status: Any = None
@@ -58,13 +60,12 @@ class RegistrationPatch(Command):
     event_ticket_id: Any = None
     company_id: Any = None
     version: Any = None
-    date_closed: Any = None
     date_open: Any = None
     created_at: Any = None
     id: Any = None
 
 
-REGISTRATION_WRITABLE = ("name", "email", "phone", "company_name", "partner_id")
+REGISTRATION_WRITABLE = ("name", "email", "phone", "company_name", "partner_id", "date_closed")
 
 
 class AnswerValue(View):

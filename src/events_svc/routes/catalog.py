@@ -88,17 +88,29 @@ def _crud(
     name, one = noun.kind, f"{path}/{{obj_id}}"
     add = router.add_api_route
     add(path, list_, methods=["GET"], name=f"list_{name}", response_model=page_view)
-    add(path, create_, methods=["POST"], status_code=201, name=f"create_{name}",
-        response_model=view)  # fmt: skip
+    add(
+        path, create_, methods=["POST"], status_code=201, name=f"create_{name}", response_model=view
+    )
     add(one, get_, methods=["GET"], name=f"get_{name}", response_model=view)
     add(one, patch_, methods=["PATCH"], name=f"patch_{name}", response_model=view)
-    add(one, delete_, methods=["DELETE"], status_code=204, name=f"delete_{name}",
-        response_class=Response)  # fmt: skip
+    add(
+        one,
+        delete_,
+        methods=["DELETE"],
+        status_code=204,
+        name=f"delete_{name}",
+        response_class=Response,
+    )
 
 
 _crud("/admin/stages", catalog.STAGES, StageCreate, StagePatch, StageView)
-_crud("/admin/tag-categories", catalog.TAG_CATEGORIES, TagCategoryCreate, TagCategoryPatch,
-      TagCategoryView)  # fmt: skip
+_crud(
+    "/admin/tag-categories",
+    catalog.TAG_CATEGORIES,
+    TagCategoryCreate,
+    TagCategoryPatch,
+    TagCategoryView,
+)
 _crud("/admin/tags", catalog.TAGS, TagCreate, TagPatch, TagView)
 _crud("/admin/types", catalog.TYPES, TypeCreate, TypePatch, TypeView)
 
@@ -112,8 +124,9 @@ async def _add_type_line(
     type_id: UUID,
     line: TypeMailLine | TypeTicketLine | TypeQuestionLine,
 ) -> Response:
-    view = await types.add_type_line(ctx.db(), actor, type_id, line, ctx.clock(),
-                                     templates=ctx.ports.template_renderer)  # fmt: skip
+    view = await types.add_type_line(
+        ctx.db(), actor, type_id, line, ctx.clock(), templates=ctx.ports.template_renderer
+    )
     return answer(TypeView, view, status_code=201)
 
 
@@ -177,8 +190,7 @@ async def delete_question(ctx: Ctx, actor: Delete, question_id: UUID) -> Respons
     return Response(status_code=NO_CONTENT)
 
 
-@router.post("/admin/questions/{question_id}/answers", status_code=201,
-             response_model=QuestionView)  # fmt: skip
+@router.post("/admin/questions/{question_id}/answers", status_code=201, response_model=QuestionView)
 async def add_answer(ctx: Ctx, actor: Write, question_id: UUID, body: AnswerCreate) -> Response:
     view = await questions.add_answer(ctx.db(), actor, question_id, body, ctx.clock())
     return answer(QuestionView, view, status_code=201)
@@ -192,8 +204,9 @@ async def patch_answer(
     return answer(QuestionView, view)
 
 
-@router.delete("/admin/questions/{question_id}/answers/{answer_id}", status_code=204,
-               response_class=Response)  # fmt: skip
+@router.delete(
+    "/admin/questions/{question_id}/answers/{answer_id}", status_code=204, response_class=Response
+)
 async def delete_answer(ctx: Ctx, actor: Write, question_id: UUID, answer_id: UUID) -> Response:
     await questions.delete_answer(ctx.db(), actor, question_id, answer_id)
     return Response(status_code=NO_CONTENT)

@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import Depends, Header, Query, Request, Response
 from pydantic import BaseModel
@@ -16,9 +16,11 @@ from events_svc import errors
 from events_svc.actors import Actor
 from events_svc.capabilities import CapabilityCodec
 from events_svc.db import Pool
+from events_svc.links import AttendeeLinks
 from events_svc.models import View
 from events_svc.observability import Metrics
 from events_svc.ports import Ports
+from events_svc.scheduler import SchedulerLoop
 from events_svc.settings import Settings
 from events_svc.throttle import Throttle
 from events_svc.verbs.tokens import resolve_token
@@ -41,7 +43,13 @@ class ServiceContext:
     throttle: Throttle | None = None
     metrics: Metrics = field(default_factory=Metrics)
     pool: Pool | None = None
-    extras: dict[str, Any] = field(default_factory=dict)
+    scheduler: SchedulerLoop | None = None  # the lifespan's loop, when this process runs one
+
+    @property
+    def links(self) -> AttendeeLinks:
+        """The attendee links mail templates carry here (`links_unavailable` of templates)."""
+        s = self.settings
+        return AttendeeLinks(self.codec, s.public_base_url, s.ics_ttl_s)
 
     def db(self) -> Pool:
         if self.pool is None:
@@ -146,3 +154,18 @@ def no_nul(value: str | None, name: str) -> str | None:
     if value is not None and "\x00" in value:
         raise errors.ValidationFailed("NUL characters are not allowed in text", field=name)
     return value
+
+
+PiiMode = Literal["masked", "full"]
+
+
+def pii_full(actor: Actor, pii: PiiMode) -> bool:
+    """Whether to answer full attendee data: `pii=full` needs `registration:pii` (403
+    missing_scope otherwise); the verb then audits the full read."""
+    if pii != "full":
+        return False
+    if not actor.has("registration:pii"):
+        raise errors.MissingScope(
+            "pii=full needs the registration:pii scope.", scope="registration:pii"
+        )
+    return True

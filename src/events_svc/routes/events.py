@@ -21,6 +21,7 @@ from events_svc.models import (
 )
 from events_svc.routes.deps import Ctx, Cursor, IfMatch, Limit, SearchText, answer, no_nul, require
 from events_svc.verbs import events as verbs
+from events_svc.verbs import lifecycle, publication
 from events_svc.verbs import questions as question_verbs
 
 router = APIRouter(tags=["events"])
@@ -48,9 +49,17 @@ async def list_events(
     cursor: Cursor = None,
 ) -> Response:
     page = await verbs.list_events(
-        ctx.db(), actor, ctx.clock(), q=no_nul(q, "q"), published=published, stage_id=stage_id,
-        date_from=date_from, date_to=date_to, limit=limit, cursor=cursor,
-    )  # fmt: skip
+        ctx.db(),
+        actor,
+        ctx.clock(),
+        q=no_nul(q, "q"),
+        published=published,
+        stage_id=stage_id,
+        date_from=date_from,
+        date_to=date_to,
+        limit=limit,
+        cursor=cursor,
+    )
     return answer(Page[EventView], page)
 
 
@@ -80,18 +89,20 @@ async def publish_event(
     body: Annotated[PublishBody | None, Body()] = None,
 ) -> Response:
     when = body.date_publish if body else None
-    view = await verbs.publish_event(ctx.db(), actor, event_id, ctx.clock(), date_publish=when)
+    view = await publication.publish_event(
+        ctx.db(), actor, event_id, ctx.clock(), date_publish=when
+    )
     return _event(view)
 
 
 @router.post("/admin/events/{event_id}/unpublish", response_model=EventView)
 async def unpublish_event(ctx: Ctx, actor: Write, event_id: UUID) -> Response:
-    return _event(await verbs.unpublish_event(ctx.db(), actor, event_id, ctx.clock()))
+    return _event(await publication.unpublish_event(ctx.db(), actor, event_id, ctx.clock()))
 
 
 @router.post("/admin/events/{event_id}/mark-done", response_model=EventView)
 async def mark_event_done(ctx: Ctx, actor: Write, event_id: UUID) -> Response:
-    return _event(await verbs.mark_event_done(ctx.db(), actor, event_id, ctx.clock()))
+    return _event(await lifecycle.mark_event_done(ctx.db(), actor, event_id, ctx.clock()))
 
 
 @router.delete("/admin/events/{event_id}", status_code=NO_CONTENT, response_class=Response)
@@ -119,8 +130,9 @@ async def list_event_questions(ctx: Ctx, actor: Read, event_id: UUID) -> Respons
 )
 async def link_question(ctx: Ctx, actor: Write, event_id: UUID, body: QuestionLink) -> Response:
     items = await question_verbs.link_question(
-        ctx.db(), actor, event_id, body.question_id, body.sequence
-    )
+        ctx.db(), actor, event_id, body.question_id, body.sequence,
+        once_per_order=body.once_per_order,
+    )  # fmt: skip
     return answer(Page[EventQuestionView], {"items": items, "next_cursor": None}, status_code=201)
 
 

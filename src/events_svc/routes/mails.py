@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 from uuid import UUID
 
 from fastapi import APIRouter, Response, status
@@ -22,18 +22,26 @@ from events_svc.models import (
     TemplatePatch,
     TemplateView,
 )
-from events_svc.routes.deps import Ctx, Cursor, Limit, ServiceContext, answer, require
+from events_svc.routes.deps import (
+    Ctx,
+    Cursor,
+    Limit,
+    PiiMode,
+    ServiceContext,
+    answer,
+    pii_full,
+    require,
+)
 from events_svc.scheduler import pass_options
-from events_svc.verbs import mails as verbs
-from events_svc.verbs.mail_engines import unavailable_links
-from events_svc.verbs.mail_pass import run_mail_pass
+from events_svc.verbs.mail import lines, outbox, templates
+from events_svc.verbs.mail.pass_ import run_mail_pass
 
 router = APIRouter(tags=["communication"])
 
 
 def _links_unavailable(ctx: ServiceContext) -> list[str]:
     """The template context links this deployment cannot mint (they render empty)."""
-    return unavailable_links(ctx.codec, ctx.settings.public_base_url)
+    return ctx.links.unavailable
 
 
 Read = Annotated[Actor, require("event:read")]
@@ -45,12 +53,12 @@ RegistrationRead = Annotated[Actor, require("registration:read")]
 
 @router.get("/admin/mails", response_model=Page[MailView])
 async def list_mails(ctx: Ctx, actor: Read, event_id: UUID) -> Response:
-    return answer(Page[MailView], await verbs.list_mails(ctx.db(), actor, event_id))
+    return answer(Page[MailView], await lines.list_mails(ctx.db(), actor, event_id))
 
 
 @router.post("/admin/mails", status_code=status.HTTP_201_CREATED, response_model=MailView)
 async def create_mail(ctx: Ctx, actor: Write, body: MailCreate) -> Response:
-    view = await verbs.create_mail(
+    view = await lines.create_mail(
         ctx.db(), actor, body, ctx.clock(), templates=ctx.ports.template_renderer
     )
     return answer(MailView, view, status_code=201)
@@ -58,12 +66,12 @@ async def create_mail(ctx: Ctx, actor: Write, body: MailCreate) -> Response:
 
 @router.get("/admin/mails/{mail_id}", response_model=MailView)
 async def get_mail(ctx: Ctx, actor: Read, mail_id: UUID) -> Response:
-    return answer(MailView, await verbs.get_mail(ctx.db(), actor, mail_id))
+    return answer(MailView, await lines.get_mail(ctx.db(), actor, mail_id))
 
 
 @router.patch("/admin/mails/{mail_id}", response_model=MailView)
 async def patch_mail(ctx: Ctx, actor: Write, mail_id: UUID, body: MailPatch) -> Response:
-    view = await verbs.patch_mail(
+    view = await lines.patch_mail(
         ctx.db(), actor, mail_id, body.given(), ctx.clock(), templates=ctx.ports.template_renderer
     )
     return answer(MailView, view)
@@ -72,11 +80,12 @@ async def patch_mail(ctx: Ctx, actor: Write, mail_id: UUID, body: MailPatch) -> 
 @router.post("/admin/mails/{mail_id}/run", response_model=MailRunView)
 async def run_mail(ctx: Ctx, actor: Run, mail_id: UUID) -> Response:
     """Run this row now (even before its due time) through the pass's own claims."""
-    await verbs.get_mail(ctx.db(), actor, mail_id)  # 404 across companies
-    summary = await run_mail_pass(ctx.db(), ctx.ports, pass_options(ctx.settings), ctx.clock(),
-                                  mail_id=mail_id, force=True)  # fmt: skip
+    await lines.get_mail(ctx.db(), actor, mail_id)  # 404 across companies
+    summary = await run_mail_pass(
+        ctx.db(), ctx.ports, pass_options(ctx.settings), ctx.clock(), mail_id=mail_id, force=True
+    )
     ctx.metrics.observe_pass(summary)
-    mail = await verbs.get_mail(ctx.db(), actor, mail_id)
+    mail = await lines.get_mail(ctx.db(), actor, mail_id)
     return answer(MailRunView, {"summary": summary.as_dict(), "mail": mail})
 
 
@@ -94,7 +103,7 @@ async def run_schedulers(ctx: Ctx, actor: Run) -> Response:
 async def list_templates(
     ctx: Ctx, actor: Read, limit: Limit = None, cursor: Cursor = None
 ) -> Response:
-    page = await verbs.list_templates(
+    page = await templates.list_templates(
         ctx.db(), links_unavailable=_links_unavailable(ctx), limit=limit, cursor=cursor
     )
     return answer(Page[TemplateView], page)
@@ -102,7 +111,7 @@ async def list_templates(
 
 @router.post("/admin/templates", status_code=status.HTTP_201_CREATED, response_model=TemplateView)
 async def create_template(ctx: Ctx, actor: TemplateWrite, body: TemplateCreate) -> Response:
-    view = await verbs.create_template(
+    view = await templates.create_template(
         ctx.db(), actor, body, ctx.clock(), links_unavailable=_links_unavailable(ctx)
     )
     return answer(TemplateView, view, status_code=201)
@@ -110,7 +119,7 @@ async def create_template(ctx: Ctx, actor: TemplateWrite, body: TemplateCreate) 
 
 @router.get("/admin/templates/{template_id}", response_model=TemplateView)
 async def get_template(ctx: Ctx, actor: Read, template_id: UUID) -> Response:
-    view = await verbs.get_template(
+    view = await templates.get_template(
         ctx.db(), template_id, links_unavailable=_links_unavailable(ctx)
     )
     return answer(TemplateView, view)
@@ -120,17 +129,21 @@ async def get_template(ctx: Ctx, actor: Read, template_id: UUID) -> Response:
 async def patch_template(
     ctx: Ctx, actor: TemplateWrite, template_id: UUID, body: TemplatePatch
 ) -> Response:
-    view = await verbs.patch_template(
-        ctx.db(), actor, template_id, body.given(), ctx.clock(),
+    view = await templates.patch_template(
+        ctx.db(),
+        actor,
+        template_id,
+        body.given(),
+        ctx.clock(),
         links_unavailable=_links_unavailable(ctx),
-    )  # fmt: skip
+    )
     return answer(TemplateView, view)
 
 
 @router.delete("/admin/templates/{template_id}", response_model=TemplateDeleted)
 async def delete_template(ctx: Ctx, actor: TemplateWrite, template_id: UUID) -> Response:
     """Deletes the template and the scheduler lines that use it; answers the counts."""
-    return answer(TemplateDeleted, await verbs.delete_template(ctx.db(), actor, template_id))
+    return answer(TemplateDeleted, await templates.delete_template(ctx.db(), actor, template_id))
 
 
 @router.get("/admin/outbox", response_model=Page[OutboxMessage])
@@ -138,14 +151,12 @@ async def list_outbox(
     ctx: Ctx,
     actor: RegistrationRead,
     event_id: UUID,
-    pii: Literal["masked", "full"] = "masked",
+    pii: PiiMode = "masked",
     limit: Limit = None,
     cursor: Cursor = None,
 ) -> Response:
-    full = pii == "full"
-    if full and not actor.has("registration:pii"):
-        raise errors.MissingScope("pii=full needs the registration:pii scope.",
-                                  scope="registration:pii")  # fmt: skip
-    page = await verbs.list_outbox(ctx.db(), actor, event_id, pii_full=full, limit=limit,
-                                   cursor=cursor)  # fmt: skip
+    full = pii_full(actor, pii)
+    page = await outbox.list_outbox(
+        ctx.db(), actor, event_id, pii_full=full, limit=limit, cursor=cursor
+    )
     return answer(Page[OutboxMessage], page)

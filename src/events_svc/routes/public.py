@@ -9,6 +9,7 @@ from fastapi import APIRouter, Request, Response, status
 
 from events_svc import errors
 from events_svc.actors import Actor
+from events_svc.links import ICS_PATH, MY_TICKETS_PATH
 from events_svc.models import (
     PUBLIC_ERRORS,
     AttendeeInput,
@@ -23,7 +24,6 @@ from events_svc.models import (
 )
 from events_svc.routes.deps import Ctx, ServiceContext, answer, require
 from events_svc.verbs import public as verbs
-from events_svc.verbs.register import register
 
 router = APIRouter(tags=["public"])
 intake_router = APIRouter(tags=["public"])
@@ -51,7 +51,7 @@ class CalendarResponse(Response):
 # Capabilities are not bounded in the schema on purpose: an overlong token is one more
 # tampered link, answered by the uniform 404 after the throttle counted it.
 @router.get(
-    "/public/ics/{capability}",
+    f"{ICS_PATH}/{{capability}}",
     name="public_ics",
     response_class=CalendarResponse,
     responses={
@@ -70,12 +70,13 @@ async def public_ics(ctx: Ctx, request: Request, capability: str) -> Response:
 
 
 @router.get(
-    "/public/my-tickets/{capability}", name="public_my_tickets", response_model=MyTicketsView
+    f"{MY_TICKETS_PATH}/{{capability}}", name="public_my_tickets", response_model=MyTicketsView
 )
 async def public_my_tickets(ctx: Ctx, request: Request, capability: str) -> Response:
     await _guard(ctx, request, "my-tickets", capability)
-    view = await verbs.my_tickets(ctx.db(), ctx.codec, capability, ctx.clock(),
-                                  ctx.settings.ics_ttl_s)  # fmt: skip
+    view = await verbs.my_tickets(
+        ctx.db(), ctx.codec, capability, ctx.clock(), ctx.settings.ics_ttl_s
+    )
     for item in view["registrations"]:
         item["ics_url"] = _url(request, "public_ics", item.pop("ics_token"))
     return answer(MyTicketsView, view)
@@ -94,20 +95,21 @@ async def public_intake(
     if ctx.throttle is not None:
         for attendee in body.attendees:
             await ctx.throttle.check_email(attendee.email)
-    now = ctx.clock()
-    event_id = await verbs.intake_event(ctx.db(), ctx.codec, event_id_or_capability, now)
     attendees = [AttendeeInput.model_validate(a.model_dump()) for a in body.attendees]
     try:
-        result = await register(
-            ctx.db(), verbs.PUBLIC_INTAKE, event_id, attendees, now, slot_id=body.event_slot_id,
-            ticket_id=body.event_ticket_id, source="intake", require_mandatory=True,
-        )  # fmt: skip
+        result, token = await verbs.register_intake(
+            ctx.db(),
+            ctx.codec,
+            event_id_or_capability,
+            attendees,
+            ctx.clock(),
+            ticket_id=body.event_ticket_id,
+            slot_id=body.event_slot_id,
+        )
     except errors.DomainError as refused:
         ctx.metrics.observe_registration(refused.code, len(attendees))
         raise
     ctx.metrics.observe_registration("created", len(attendees))
-    ids = [r["id"] for r in result.registrations]
-    token = verbs.tickets_token(ctx.codec, event_id, ids)
     first = result.registrations[0]
     intake = {
         "registration_id": first["id"],
@@ -128,9 +130,14 @@ async def mint_ics(
         raise errors.CapabilitySecretNotConfigured()
     spec = body or IcsMint()
     token, expires = await verbs.mint_ics(
-        ctx.db(), actor, ctx.codec, event_id, spec.slot_id,
-        spec.ttl_seconds or ctx.settings.ics_ttl_s, ctx.clock(),
-    )  # fmt: skip
+        ctx.db(),
+        actor,
+        ctx.codec,
+        event_id,
+        spec.slot_id,
+        spec.ttl_seconds or ctx.settings.ics_ttl_s,
+        ctx.clock(),
+    )
     link = {"token": token, "url": _url(request, "public_ics", token), "expires_at": expires}
     return answer(CapabilityView, link)
 
@@ -141,8 +148,7 @@ async def mint_my_tickets(
 ) -> Response:
     if not ctx.codec.configured:
         raise errors.CapabilitySecretNotConfigured()
-    token = await verbs.mint_my_tickets(ctx.db(), actor, ctx.codec, event_id,
-                                        body.registration_ids)  # fmt: skip
+    token = await verbs.mint_my_tickets(ctx.db(), actor, ctx.codec, event_id, body.registration_ids)
     link = {"token": token, "url": _url(request, "public_my_tickets", token), "expires_at": None}
     return answer(CapabilityView, link)
 
@@ -154,8 +160,13 @@ async def mint_intake(
     if not ctx.codec.configured:
         raise errors.CapabilitySecretNotConfigured()
     spec = body or IntakeMint()
-    token, expires = await verbs.mint_intake(ctx.db(), actor, ctx.codec, event_id,
-                                             spec.ttl_seconds or ctx.settings.intake_ttl_s,
-                                             ctx.clock())  # fmt: skip
+    token, expires = await verbs.mint_intake(
+        ctx.db(),
+        actor,
+        ctx.codec,
+        event_id,
+        spec.ttl_seconds or ctx.settings.intake_ttl_s,
+        ctx.clock(),
+    )
     url = str(request.url_for("public_intake", event_id_or_capability=token))
     return answer(CapabilityView, {"token": token, "url": url, "expires_at": expires})

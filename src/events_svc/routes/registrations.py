@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 from uuid import UUID
 
 from fastapi import APIRouter, Response, status
@@ -17,9 +17,11 @@ from events_svc.routes.deps import (
     Cursor,
     IfMatch,
     Limit,
+    PiiMode,
     SearchText,
     answer,
     no_nul,
+    pii_full,
     require,
 )
 from events_svc.verbs import registrations as verbs
@@ -30,17 +32,6 @@ router = APIRouter(tags=["registrations"])
 
 Read = Annotated[Actor, require("registration:read")]
 Write = Annotated[Actor, require("registration:write")]
-PiiMode = Literal["masked", "full"]
-
-
-def _pii_full(actor: Actor, pii: PiiMode) -> bool:
-    """pii=full needs registration:pii (403 missing_scope otherwise)."""
-    if pii != "full":
-        return False
-    if not actor.has("registration:pii"):
-        raise errors.MissingScope("pii=full needs the registration:pii scope.",
-                                  scope="registration:pii")  # fmt: skip
-    return True
 
 
 def _answer(view: dict[str, Any], full: bool, status_code: int = 200) -> Response:
@@ -54,13 +45,19 @@ def _answer(view: dict[str, Any], full: bool, status_code: int = 200) -> Respons
 async def create_registration(
     ctx: Ctx, actor: Write, body: RegistrationCreate, pii: PiiMode = "masked"
 ) -> Response:
-    full = _pii_full(actor, pii)
+    full = pii_full(actor, pii)
     try:
         # the body is an AttendeeInput already: no second validation on the hot path
         result = await register(
-            ctx.db(), actor, body.event_id, [body], ctx.clock(), slot_id=body.event_slot_id,
-            ticket_id=body.event_ticket_id, partner_id=body.partner_id,
-        )  # fmt: skip
+            ctx.db(),
+            actor,
+            body.event_id,
+            [body],
+            ctx.clock(),
+            slot_id=body.event_slot_id,
+            ticket_id=body.event_ticket_id,
+            partner_id=body.partner_id,
+        )
     except errors.DomainError as refused:
         ctx.metrics.observe_registration(refused.code)
         raise
@@ -82,10 +79,17 @@ async def list_registrations(
     cursor: Cursor = None,
 ) -> Response:
     page = await verbs.list_registrations(
-        ctx.db(), actor, event_id, state=state, active=active, q=no_nul(q, "q"),
-        barcode=no_nul(barcode, "barcode"), pii_full=_pii_full(actor, pii), limit=limit,
+        ctx.db(),
+        actor,
+        event_id,
+        state=state,
+        active=active,
+        q=no_nul(q, "q"),
+        barcode=no_nul(barcode, "barcode"),
+        pii_full=pii_full(actor, pii),
+        limit=limit,
         cursor=cursor,
-    )  # fmt: skip
+    )
     return answer(Page[RegistrationView], page)
 
 
@@ -93,7 +97,7 @@ async def list_registrations(
 async def get_registration(
     ctx: Ctx, actor: Read, registration_id: UUID, pii: PiiMode = "masked"
 ) -> Response:
-    full = _pii_full(actor, pii)
+    full = pii_full(actor, pii)
     view = await verbs.get_registration(ctx.db(), actor, registration_id, pii_full=full)
     return answer(RegistrationView, view, etag=view["version"])
 
@@ -107,7 +111,7 @@ async def patch_registration(
     if_match: IfMatch,
     pii: PiiMode = "masked",
 ) -> Response:
-    full = _pii_full(actor, pii)
+    full = pii_full(actor, pii)
     view = await verbs.patch_registration(
         ctx.db(), actor, registration_id, body, ctx.clock(), if_match=if_match
     )
@@ -127,12 +131,16 @@ def _action_route(path: str, run: Action) -> None:
         if_match: IfMatch,
         pii: PiiMode = "masked",
     ) -> Response:
-        full = _pii_full(actor, pii)
+        full = pii_full(actor, pii)
         return _answer(await run(ctx, actor, registration_id, if_match), full)
 
-    router.add_api_route(f"/admin/registrations/{{registration_id}}/{path}", change,
-                         methods=["POST"], name=f"registration_{path}",
-                         response_model=RegistrationView)  # fmt: skip
+    router.add_api_route(
+        f"/admin/registrations/{{registration_id}}/{path}",
+        change,
+        methods=["POST"],
+        name=f"registration_{path}",
+        response_model=RegistrationView,
+    )
 
 
 def _to_state(target: verbs.State) -> Action:
@@ -163,7 +171,7 @@ _action_route("unarchive", _to_active(True))
 async def sync_from_partner(
     ctx: Ctx, actor: Write, registration_id: UUID, pii: PiiMode = "masked"
 ) -> Response:
-    full = _pii_full(actor, pii)
+    full = pii_full(actor, pii)
     view = await verbs.sync_from_partner(
         ctx.db(), actor, registration_id, ctx.ports.partner_directory, ctx.clock()
     )

@@ -12,7 +12,8 @@ from events_svc import errors, migrate
 from events_svc.db import connection
 from events_svc.models import HealthView, ReadyView
 from events_svc.routes.deps import Ctx, answer
-from events_svc.verbs.mail_pass import count_failing_lines, next_due
+from events_svc.verbs.mail.failures import count_failing_lines
+from events_svc.verbs.mail.pass_ import next_due
 
 router = APIRouter(tags=["service"])
 
@@ -61,7 +62,7 @@ async def metrics(ctx: Ctx) -> Response:
     try:
         due = await next_due(ctx.db(), now)
         ctx.metrics.lag.set(max(0.0, (now - due).total_seconds()) if due else 0.0)
-        ctx.metrics.lines_failing.set(await count_failing_lines(ctx.db()))
+        ctx.metrics.lines_failing.set(await count_failing_lines(ctx.db(), now))
     except errors.DomainError:
         pass  # the database is away: the other metrics still answer
     return Response(generate_latest(ctx.metrics.registry), media_type=CONTENT_TYPE_LATEST)

@@ -170,24 +170,32 @@ def _padded(text: Any, width: Any = 80, *_: Any) -> int:
 # signatures; the others (truncate, upper, escape ...) return a small multiple of their
 # inputs and are checked after
 METHOD_SIZES: dict[str, Callable[..., int]] = {
-    "center": _padded, "ljust": _padded, "rjust": _padded, "zfill": _padded,
+    "center": _padded,
+    "ljust": _padded,
+    "rjust": _padded,
+    "zfill": _padded,
     "expandtabs": lambda text, tabsize=8: len(text) + text.count("\t") * _int(tabsize),
     "replace": _replace_size,
-}  # fmt: skip
+}
 FILTER_SIZES: dict[str, Callable[..., int]] = {
     "center": _padded,
-    "indent": lambda s, width=4, first=False, blank=False: len(_text(s)) + (
-        _text(s).count("\n") + 2) * (len(width) if isinstance(width, str) else _int(width)),
+    "indent": lambda s, width=4, first=False, blank=False: (
+        len(_text(s))
+        + (_text(s).count("\n") + 2) * (len(width) if isinstance(width, str) else _int(width))
+    ),
     # a wrapped line and the chunk after it exceed `width`: at most 2 * len / width lines
-    "wordwrap": lambda s, width=79, long=True, wrapstring=None, hyphens=True: len(_text(s)) + (
-        2 * len(_text(s)) // max(_int(width), 1) + _text(s).count("\n") + 2) * len(
-        wrapstring if isinstance(wrapstring, str) else "\n"),
+    "wordwrap": lambda s, width=79, long=True, wrapstring=None, hyphens=True: (
+        len(_text(s))
+        + (2 * len(_text(s)) // max(_int(width), 1) + _text(s).count("\n") + 2)
+        * len(wrapstring if isinstance(wrapstring, str) else "\n")
+    ),
     "replace": lambda s, old, new, count=None: _replace_size(
-        str(s), str(old), str(new), -1 if count is None else count),
+        str(s), str(old), str(new), -1 if count is None else count
+    ),
     "format": lambda value, *args, **kwargs: percent_size(str(value), kwargs or args),
     "batch": lambda value, linecount, fill_with=None: _int(linecount),  # pads the last batch
     "slice": lambda value, slices, fill_with=None: 3 * _int(slices),  # that many lists
-}  # fmt: skip
+}
 
 
 @jinja2.pass_eval_context

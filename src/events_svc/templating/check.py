@@ -12,13 +12,15 @@ from jinja2.exceptions import TemplateSyntaxError
 from events_svc import errors
 from events_svc.templating.sandbox import ENV
 
-CONTEXT_FIELDS: Mapping[str, frozenset[str]] = MappingProxyType({
-    "registration": frozenset({"name", "email", "phone", "company_name", "barcode", "state"}),
-    "event": frozenset({"name", "date_begin", "date_end", "date_tz", "location", "event_url"}),
-    "ticket": frozenset({"name"}),  # the whole ticket may be None
-    "slot": frozenset({"date_begin", "date_end"}),  # the whole slot may be None
-    "links": frozenset({"ics", "my_tickets"}),  # "" when links cannot be minted
-})  # fmt: skip
+CONTEXT_FIELDS: Mapping[str, frozenset[str]] = MappingProxyType(
+    {
+        "registration": frozenset({"name", "email", "phone", "company_name", "barcode", "state"}),
+        "event": frozenset({"name", "date_begin", "date_end", "date_tz", "location", "event_url"}),
+        "ticket": frozenset({"name"}),  # the whole ticket may be None
+        "slot": frozenset({"date_begin", "date_end"}),  # the whole slot may be None
+        "links": frozenset({"ics", "my_tickets"}),  # "" when links cannot be minted
+    }
+)
 _GLOBALS = frozenset({"range", "dict", "cycler", "joiner", "namespace", "loop"})
 
 

@@ -105,9 +105,12 @@ class _BoundedEnvironment(SandboxedEnvironment):
         }
 
     def _generate(
-        self, source: nodes.Template, name: str | None, filename: str | None,
+        self,
+        source: nodes.Template,
+        name: str | None,
+        filename: str | None,
         defer_init: bool = False,
-    ) -> str:  # fmt: skip
+    ) -> str:
         _Guards().visit(source)
         source.set_environment(self)
         return super()._generate(source, name, filename, defer_init)
@@ -274,8 +277,10 @@ async def render_pairs(
 
     def batch() -> list[tuple[str, str]]:
         deadline = time.monotonic() + DEADLINE_SECONDS
-        return [(render(subject, context, deadline=deadline),
-                 render(body, context, deadline=deadline)) for context in contexts]  # fmt: skip
+        return [
+            (render(subject, context, deadline=deadline), render(body, context, deadline=deadline))
+            for context in contexts
+        ]
 
     return await asyncio.to_thread(batch)
 

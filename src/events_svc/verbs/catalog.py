@@ -98,25 +98,16 @@ TAGS = Noun(
     delete_sql="DELETE FROM event.tags WHERE id = $1 RETURNING id",
 )
 
-_TYPE_LINES = """,
-    (SELECT coalesce(jsonb_agg(to_jsonb(m) - 'type_id' ORDER BY m.sequence, m.id), '[]')
-     FROM event.type_mails m WHERE m.type_id = t.id) AS mails,
-    (SELECT coalesce(jsonb_agg(to_jsonb(k) - 'type_id' ORDER BY k.created_at, k.id), '[]')
-     FROM event.type_tickets k WHERE k.type_id = t.id) AS tickets,
-    (SELECT coalesce(jsonb_agg(to_jsonb(q) - 'type_id' ORDER BY q.sequence, q.question_id), '[]')
-     FROM event.type_questions q WHERE q.type_id = t.id) AS questions"""
-
 TYPES = Noun(
     kind="type",
     fields=("name", "note", "date_tz", "seats_limited", "seats_max"),
     not_null=frozenset({"name", "note", "date_tz", "seats_limited", "seats_max"}),
     order_key="name",
     key_type=str,
-    get_sql="SELECT t.*" + _TYPE_LINES + " FROM event.types t WHERE t.id = $1",  # noqa: S608
+    get_sql="SELECT * FROM event.type_view t WHERE t.id = $1",
     lock_sql="SELECT * FROM event.types WHERE id = $1 FOR UPDATE",
-    list_sql="SELECT t.*"  # noqa: S608 - constant text only
-    + _TYPE_LINES
-    + """ FROM event.types t WHERE ($1::text IS NULL OR (t.name, t.id) > ($1, $2::uuid))
+    list_sql="""
+        SELECT * FROM event.type_view t WHERE ($1::text IS NULL OR (t.name, t.id) > ($1, $2::uuid))
         ORDER BY t.name, t.id LIMIT $3""",
     insert_sql="""
         INSERT INTO event.types (name, note, date_tz, seats_limited, seats_max, created_at,
@@ -126,6 +117,24 @@ TYPES = Noun(
             seats_max = $6, updated_at = $7 WHERE id = $1 RETURNING id""",
     delete_sql="DELETE FROM event.types WHERE id = $1 RETURNING id",
 )
+
+
+_DELETE_TAGS = "DELETE FROM event.event_tags WHERE event_id = $1"
+_INSERT_TAGS = """
+INSERT INTO event.event_tags (event_id, tag_id) SELECT $1, unnest($2::uuid[])
+ON CONFLICT DO NOTHING
+"""
+_MISSING_TAGS = """
+SELECT t FROM unnest($1::uuid[]) t WHERE NOT EXISTS (SELECT 1 FROM event.tags WHERE id = t)
+"""
+
+
+async def set_event_tags(conn: Connection, event_id: UUID, tag_ids: list[UUID]) -> None:
+    """Replace an event's tags (the caller holds the event row); an unknown tag is 422."""
+    if await conn.fetch(_MISSING_TAGS, tag_ids):
+        raise errors.ReferenceNotFound("A tag in tag_ids does not exist.", field="tag_ids")
+    await conn.execute(_DELETE_TAGS, event_id)
+    await conn.execute(_INSERT_TAGS, event_id, tag_ids)
 
 
 def _validate(noun: Noun, values: dict[str, Any]) -> None:

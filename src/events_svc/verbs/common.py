@@ -87,3 +87,11 @@ def in_zone(instant: datetime, zone: ZoneInfo) -> datetime:
         return instant.astimezone(zone)
     except OverflowError:
         return instant.astimezone(UTC)
+
+
+def check_if_match(current: int, if_match: int | None, *, name: str) -> None:
+    """Refuse 412 `stale_revision` when If-Match names another `revision`/`version` than
+    the row's; no If-Match means any."""
+    if if_match is not None and if_match != current:
+        fields: dict[str, Any] = {name: current}
+        raise errors.StaleRevision(**fields)

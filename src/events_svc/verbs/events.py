@@ -1,5 +1,5 @@
-"""Events: create (with the one-time template apply), read, patch, publish,
-mark done, delete.
+"""Events: create (with the one-time template apply), read, list, patch, delete.
+Publication lives in `publication`, the stage axis's terminal writes in `lifecycle`.
 
 Lock order everywhere: the event row first (`FOR NO KEY UPDATE`), then what hangs
 off it. `revision` is bumped by every write of the row and checked against
@@ -20,38 +20,30 @@ from events_svc.actors import Actor
 from events_svc.db import Connection, Pool, transaction
 from events_svc.models import EVENT_PUBLISH_FENCE, EVENT_READ_ONLY, EventCreate, EventPatch
 from events_svc.verbs.audit import write_audit
+from events_svc.verbs.catalog import set_event_tags
 from events_svc.verbs.common import (
+    check_if_match,
     check_timezone,
     clamp_limit,
     decode_cursor,
     merge_patch,
     page,
 )
-from events_svc.verbs.schedules import reschedule_event
+from events_svc.verbs.mail.schedules import reschedule_event
 from events_svc.verbs.seats import ensure_cap_covers_taken, event_cap, get_seat_view
 
-_COLS = """
-    e.id, e.name, e.description, e.date_begin, e.date_end, e.date_tz, e.seats_limited,
-    e.seats_max, e.is_multi_slots, e.event_type_id, e.stage_id, e.kanban_state::text,
-    e.is_published, e.date_publish, e.company_id, e.organizer_id, e.address_id, e.location,
-    e.event_url, e.badge_format::text, e.active, e.revision, e.ics_sequence, e.created_at,
-    e.updated_at,
-    ARRAY(SELECT t.tag_id FROM event.event_tags t WHERE t.event_id = e.id ORDER BY t.tag_id)
-        AS tag_ids
-"""
 # The company fence: a company actor sees its own rows and shared (NULL) rows.
-_GET = f"""
-SELECT {_COLS} FROM event.events e
-WHERE e.id = $1 AND ($2::uuid IS NULL OR e.company_id IS NULL OR e.company_id = $2)
-"""  # noqa: S608 - constant text, no values interpolated
+_GET = """
+SELECT * FROM event.event_view e WHERE e.id = $1 AND event.visible_to(e.company_id, $2)
+"""
 _LOCK = """
 SELECT id, company_id FROM event.events
-WHERE id = $1 AND ($2::uuid IS NULL OR company_id IS NULL OR company_id = $2)
+WHERE id = $1 AND event.visible_to(company_id, $2)
 FOR NO KEY UPDATE  -- serialises every writer of this event (lock order: event first)
 """
-_LIST = f"""
-SELECT {_COLS} FROM event.events e
-WHERE ($1::uuid IS NULL OR e.company_id IS NULL OR e.company_id = $1)
+_LIST = """
+SELECT * FROM event.event_view e
+WHERE event.visible_to(e.company_id, $1)
   AND ($2::text IS NULL OR e.name ILIKE '%' || $2 || '%')
   AND ($3::boolean IS NULL OR e.is_published = $3)
   AND ($4::uuid IS NULL OR e.stage_id = $4)
@@ -60,13 +52,16 @@ WHERE ($1::uuid IS NULL OR e.company_id IS NULL OR e.company_id = $1)
   AND ($7::timestamptz IS NULL OR (e.date_begin, e.id) > ($7, $8::uuid))
 ORDER BY e.date_begin, e.id
 LIMIT $9
-"""  # noqa: S608 - constant text, no values interpolated
+"""
 _TYPE = "SELECT id, date_tz, seats_limited, seats_max FROM event.types WHERE id = $1"
+_PIPE_END = "SELECT pipe_end FROM event.stages WHERE id = $1"
+# a company change: the event's registrations follow it (one company per event and rows)
+_REGISTRATIONS_COMPANY = """
+UPDATE event.registrations SET company_id = $2, updated_at = $3
+WHERE event_id = $1 AND company_id IS DISTINCT FROM $2
+"""
 _FIRST_STAGE = """
 SELECT id FROM event.stages WHERE NOT pipe_end ORDER BY sequence, id LIMIT 1
-"""
-_FIRST_PIPE_END = """
-SELECT id FROM event.stages WHERE pipe_end ORDER BY sequence, id LIMIT 1
 """
 _INSERT = """
 INSERT INTO event.events (
@@ -86,24 +81,6 @@ UPDATE event.events SET
     badge_format = $18::event.badge_format, active = $19, ics_sequence = $20,
     revision = revision + 1, updated_at = $21
 WHERE id = $1
-"""
-_SET_PUBLISHED = """
-UPDATE event.events SET is_published = $2, date_publish = $3, revision = revision + 1,
-    updated_at = $4
-WHERE id = $1
-"""
-_SET_STAGE = """
-UPDATE event.events SET stage_id = $2, kanban_state = $3::event.kanban_state,
-    revision = revision + 1, updated_at = $4
-WHERE id = $1
-"""
-_DELETE_TAGS = "DELETE FROM event.event_tags WHERE event_id = $1"
-_INSERT_TAGS = """
-INSERT INTO event.event_tags (event_id, tag_id) SELECT $1, unnest($2::uuid[])
-ON CONFLICT DO NOTHING
-"""
-_MISSING_TAGS = """
-SELECT t FROM unnest($1::uuid[]) t WHERE NOT EXISTS (SELECT 1 FROM event.tags WHERE id = t)
 """
 # Template apply, ONCE at create: copies, never links (later type edits never propagate).
 _APPLY_MAILS = """
@@ -134,9 +111,21 @@ _DELETE = "DELETE FROM event.events WHERE id = $1"
 
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://[^/?#\s]+")
 _NOT_NULL = frozenset(
-    {"name", "description", "date_begin", "date_end", "date_tz", "seats_limited", "seats_max",
-     "is_multi_slots", "kanban_state", "location", "badge_format", "active"}
-)  # fmt: skip
+    {
+        "name",
+        "description",
+        "date_begin",
+        "date_end",
+        "date_tz",
+        "seats_limited",
+        "seats_max",
+        "is_multi_slots",
+        "kanban_state",
+        "location",
+        "badge_format",
+        "active",
+    }
+)
 # fields a calendar shows: a change bumps ics_sequence (RFC 5545 SEQUENCE)
 _CALENDAR_FIELDS = frozenset(
     {"name", "description", "date_begin", "date_end", "date_tz", "location", "event_url"}
@@ -173,6 +162,12 @@ async def lock_event(conn: Connection, actor: Actor, event_id: UUID) -> dict[str
     return await get_event_row(conn, actor, event_id)
 
 
+async def _refuse_terminal_stage(conn: Connection, stage_id: UUID | None) -> None:
+    """A pipe_end stage is reached only through mark-done (422 use_mark_done)."""
+    if stage_id is not None and await conn.fetchval(_PIPE_END, stage_id):
+        raise errors.UseMarkDone(field="stage_id")
+
+
 def _check_company(actor: Actor, company_id: UUID | None) -> None:
     if actor.company_id is not None and company_id not in (None, actor.company_id):
         raise errors.CompanyNotAllowed(field="company_id")
@@ -181,14 +176,6 @@ def _check_company(actor: Actor, company_id: UUID | None) -> None:
 def _check_url(url: str | None) -> None:
     if url is not None and not _URL.match(url):
         raise errors.EventUrlNotAbsolute(field="event_url")
-
-
-async def _set_tags(conn: Connection, event_id: UUID, tag_ids: list[UUID]) -> None:
-    missing = await conn.fetch(_MISSING_TAGS, tag_ids)
-    if missing:
-        raise errors.ReferenceNotFound("A tag in tag_ids does not exist.", field="tag_ids")
-    await conn.execute(_DELETE_TAGS, event_id)
-    await conn.execute(_INSERT_TAGS, event_id, tag_ids)
 
 
 async def create_event(pool: Pool, actor: Actor, cmd: EventCreate, now: datetime) -> dict[str, Any]:
@@ -209,15 +196,32 @@ async def create_event(pool: Pool, actor: Actor, cmd: EventCreate, now: datetime
             seats_limited = bool(type_row["seats_limited"]) if type_row else False
         if seats_max is None:
             seats_max = int(type_row["seats_max"]) if type_row else 0
+        await _refuse_terminal_stage(conn, cmd.stage_id)
         stage_id = cmd.stage_id or await conn.fetchval(_FIRST_STAGE)
         event_id = await conn.fetchval(
-            _INSERT, cmd.name, cmd.description, cmd.date_begin, cmd.date_end, date_tz,
-            seats_limited, seats_max, cmd.is_multi_slots, cmd.event_type_id, stage_id,
-            cmd.kanban_state, company_id, cmd.organizer_id, cmd.address_id, cmd.location,
-            cmd.event_url, cmd.badge_format, cmd.active, now,
-        )  # fmt: skip
+            _INSERT,
+            cmd.name,
+            cmd.description,
+            cmd.date_begin,
+            cmd.date_end,
+            date_tz,
+            seats_limited,
+            seats_max,
+            cmd.is_multi_slots,
+            cmd.event_type_id,
+            stage_id,
+            cmd.kanban_state,
+            company_id,
+            cmd.organizer_id,
+            cmd.address_id,
+            cmd.location,
+            cmd.event_url,
+            cmd.badge_format,
+            cmd.active,
+            now,
+        )
         if cmd.tag_ids:
-            await _set_tags(conn, event_id, cmd.tag_ids)
+            await set_event_tags(conn, event_id, cmd.tag_ids)
         applied: dict[str, Any] = {"template_applied": type_row is not None}
         if type_row is not None:
             applied["mails"] = _count(
@@ -265,9 +269,17 @@ async def list_events(
     q_like = q.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") if q else None
     async with transaction(pool) as conn:
         rows = await conn.fetch(
-            _LIST, actor.company_id, q_like, published, stage_id, date_from, date_to,
-            after_key, after_id, size + 1,
-        )  # fmt: skip
+            _LIST,
+            actor.company_id,
+            q_like,
+            published,
+            stage_id,
+            date_from,
+            date_to,
+            after_key,
+            after_id,
+            size + 1,
+        )
         items = [await event_view(conn, dict(r), now) for r in rows]
     return page(items, size, "date_begin")
 
@@ -280,11 +292,6 @@ def _check_fences(cmd: EventPatch) -> None:
     for name in EVENT_READ_ONLY:
         if name in sent:
             raise errors.FieldNotWritable(f"{name} is read-only.", field=name)
-
-
-def check_if_match(current_revision: int, if_match: int | None) -> None:
-    if if_match is not None and if_match != current_revision:
-        raise errors.StaleRevision(revision=current_revision)
 
 
 async def patch_event(
@@ -301,8 +308,10 @@ async def patch_event(
     changes = {k: v for k, v in cmd.given().items() if k not in (*EVENT_PUBLISH_FENCE, "tag_ids")}
     async with transaction(pool) as conn:
         current = await lock_event(conn, actor, event_id)
-        check_if_match(current["revision"], if_match)
+        check_if_match(current["revision"], if_match, name="revision")
         new = merge_patch(current, changes, _NOT_NULL)
+        if "stage_id" in changes and new["stage_id"] != current["stage_id"]:
+            await _refuse_terminal_stage(conn, new["stage_id"])
         if "company_id" in changes:
             _check_company(actor, new["company_id"])
         if "event_url" in changes:
@@ -334,96 +343,51 @@ async def patch_event(
         ):
             ics_sequence += 1
         await conn.execute(
-            _UPDATE, event_id, new["name"], new["description"], new["date_begin"],
-            new["date_end"], new["date_tz"], new["seats_limited"], new["seats_max"],
-            new["is_multi_slots"], new["event_type_id"], new["stage_id"], new["kanban_state"],
-            new["company_id"], new["organizer_id"], new["address_id"], new["location"],
-            new["event_url"], new["badge_format"], new["active"], ics_sequence, now,
-        )  # fmt: skip
+            _UPDATE,
+            event_id,
+            new["name"],
+            new["description"],
+            new["date_begin"],
+            new["date_end"],
+            new["date_tz"],
+            new["seats_limited"],
+            new["seats_max"],
+            new["is_multi_slots"],
+            new["event_type_id"],
+            new["stage_id"],
+            new["kanban_state"],
+            new["company_id"],
+            new["organizer_id"],
+            new["address_id"],
+            new["location"],
+            new["event_url"],
+            new["badge_format"],
+            new["active"],
+            ics_sequence,
+            now,
+        )
+        if "company_id" in changed:  # registrations before scheduler rows: the lock order
+            await conn.execute(_REGISTRATIONS_COMPANY, event_id, new["company_id"], now)
         if {"date_begin", "date_end", "is_multi_slots"}.intersection(changed):
             await reschedule_event(conn, event_id, now)
         if tags_changed and cmd.tag_ids is not None:
-            await _set_tags(conn, event_id, cmd.tag_ids)
+            await set_event_tags(conn, event_id, cmd.tag_ids)
             changed.append("tag_ids")
         await write_audit(
-            conn, actor, "event_updated", "event", event_id, event_id=event_id,
+            conn,
+            actor,
+            "event_updated",
+            "event",
+            event_id,
+            event_id=event_id,
             summary={"fields": changed, "revision": current["revision"] + 1},
-        )  # fmt: skip
+        )
         return await event_view(conn, await get_event_row(conn, actor, event_id), now)
 
 
 def reset_kanban(kanban_state: str) -> str:
     """A stage change resets the kanban mark to normal; cancel is sticky."""
     return "cancel" if kanban_state == "cancel" else "normal"
-
-
-async def publish_event(
-    pool: Pool, actor: Actor, event_id: UUID, now: datetime, *, date_publish: datetime | None = None
-) -> dict[str, Any]:
-    """Publish (the only writer of the publication pair, with unpublish)."""
-    async with transaction(pool) as conn:
-        current = await lock_event(conn, actor, event_id)
-        if not current["active"]:
-            refused = True
-        else:
-            refused = False
-            when = date_publish or current["date_publish"] or now
-            if not current["is_published"] or current["date_publish"] != when:
-                await conn.execute(_SET_PUBLISHED, event_id, True, when, now)
-                await write_audit(
-                    conn, actor, "event_published", "event", event_id, event_id=event_id,
-                    summary={"date_publish": when.isoformat()},
-                )  # fmt: skip
-            result = await event_view(conn, await get_event_row(conn, actor, event_id), now)
-    if refused:
-        async with transaction(pool) as conn:
-            await write_audit(
-                conn, actor, "publish_refused", "event", event_id, event_id=event_id,
-                summary={"reason": "event_archived"},
-            )  # fmt: skip
-        raise errors.EventArchived()
-    return result
-
-
-async def unpublish_event(
-    pool: Pool, actor: Actor, event_id: UUID, now: datetime
-) -> dict[str, Any]:
-    """Unpublish: clears the publication pair."""
-    async with transaction(pool) as conn:
-        current = await lock_event(conn, actor, event_id)
-        if current["is_published"] or current["date_publish"] is not None:
-            await conn.execute(_SET_PUBLISHED, event_id, False, None, now)
-            await write_audit(
-                conn, actor, "event_unpublished", "event", event_id, event_id=event_id
-            )
-        return await event_view(conn, await get_event_row(conn, actor, event_id), now)
-
-
-async def mark_done_locked(conn: Connection, actor: Actor, event_id: UUID, now: datetime) -> bool:
-    """Move a locked event to the first pipe_end stage; False when it is there already."""
-    current = await get_event_row(conn, actor, event_id)
-    stage_id = await conn.fetchval(_FIRST_PIPE_END)
-    if stage_id is None:
-        raise errors.NoPipeEndStage()
-    if current["stage_id"] == stage_id:
-        return False
-    kanban = reset_kanban(current["kanban_state"])
-    await conn.execute(_SET_STAGE, event_id, stage_id, kanban, now)
-    await write_audit(
-        conn, actor, "event_marked_done", "event", event_id, event_id=event_id,
-        summary={"stage_id": str(stage_id)},
-    )  # fmt: skip
-    return True
-
-
-async def mark_event_done(
-    pool: Pool, actor: Actor, event_id: UUID, now: datetime
-) -> dict[str, Any]:
-    """Move the event to the first pipe_end stage by sequence (the terminal write)."""
-    async with transaction(pool) as conn:
-        await lock_event(conn, actor, event_id)
-        await mark_done_locked(conn, actor, event_id, now)
-        return await event_view(conn, await get_event_row(conn, actor, event_id), now)
 
 
 async def delete_event(pool: Pool, actor: Actor, event_id: UUID) -> None:

@@ -22,9 +22,12 @@ from events_svc import errors
 from events_svc.actors import Actor
 from events_svc.capabilities import ICS, INTAKE, MY_TICKETS, CapabilityCodec
 from events_svc.db import Pool, connection, transaction
+from events_svc.models import AttendeeInput
 from events_svc.verbs.audit import write_audit
 from events_svc.verbs.common import in_zone
 from events_svc.verbs.events import get_event_row
+from events_svc.verbs.publication import is_visible
+from events_svc.verbs.register import Registered, register
 
 PUBLIC_INTAKE = Actor(id="public-intake", kind="public")
 
@@ -49,22 +52,22 @@ ORDER BY r.created_at, r.id
 """
 
 
-def is_visible(event: dict[str, Any], now: datetime) -> bool:
-    """Published, publication date passed, not archived."""
-    when = event["date_publish"]
-    return bool(event["is_published"] and event["active"] and (when is None or when <= now))
-
-
 async def _audit_mint(pool: Pool, actor: Actor, event_id: UUID, summary: dict[str, Any]) -> None:
     async with transaction(pool) as conn:
-        await write_audit(conn, actor, "capability_minted", "event", event_id,
-                          event_id=event_id, summary=summary)  # fmt: skip
+        await write_audit(
+            conn, actor, "capability_minted", "event", event_id, event_id=event_id, summary=summary
+        )
 
 
 async def mint_ics(
-    pool: Pool, actor: Actor, codec: CapabilityCodec, event_id: UUID, slot_id: UUID | None,
-    ttl_s: int, now: datetime,
-) -> tuple[str, datetime]:  # fmt: skip
+    pool: Pool,
+    actor: Actor,
+    codec: CapabilityCodec,
+    event_id: UUID,
+    slot_id: UUID | None,
+    ttl_s: int,
+    now: datetime,
+) -> tuple[str, datetime]:
     """A calendar link for an event (or one of its slots); the token is never stored."""
     async with connection(pool) as conn:
         await get_event_row(conn, actor, event_id)
@@ -73,8 +76,12 @@ async def mint_ics(
     expires = now + timedelta(seconds=ttl_s)
     payload = {"e": str(event_id), "s": str(slot_id) if slot_id else None}
     token = codec.mint(ICS, payload, expires)
-    await _audit_mint(pool, actor, event_id, {"purpose": ICS, "expires_at": expires.isoformat(),
-                                              "slot": slot_id is not None})  # fmt: skip
+    await _audit_mint(
+        pool,
+        actor,
+        event_id,
+        {"purpose": ICS, "expires_at": expires.isoformat(), "slot": slot_id is not None},
+    )
     return token, expires
 
 
@@ -105,8 +112,7 @@ async def mint_intake(
         await get_event_row(conn, actor, event_id)
     expires = now + timedelta(seconds=ttl_s)
     token = codec.mint(INTAKE, {"e": str(event_id)}, expires)
-    await _audit_mint(pool, actor, event_id, {"purpose": INTAKE,
-                                              "expires_at": expires.isoformat()})  # fmt: skip
+    await _audit_mint(pool, actor, event_id, {"purpose": INTAKE, "expires_at": expires.isoformat()})
     return token, expires
 
 
@@ -148,8 +154,9 @@ def build_calendar(event: dict[str, Any], slot: dict[str, Any] | None) -> bytes:
     """VCALENDAR with one VEVENT in the event's zone (with its VTIMEZONE). At the edges
     of the calendar (local times before year 1 or after 9999, or a VTIMEZONE that cannot
     be computed there) the same instants are written in UTC, which always exists."""
-    begin, end = (slot["date_begin"], slot["date_end"]) if slot else (
-        event["date_begin"], event["date_end"])  # fmt: skip
+    begin, end = (
+        (slot["date_begin"], slot["date_end"]) if slot else (event["date_begin"], event["date_end"])
+    )
     zone = ZoneInfo(event["date_tz"])
     local = (in_zone(begin, zone), in_zone(end, zone))
     # a VTIMEZONE grows with every year of rules it spans: past a decade, UTC is exact
@@ -216,27 +223,43 @@ async def my_tickets(
     tz = ZoneInfo(event["date_tz"])
     return {
         "event": {
-            "id": event["id"], "name": event["name"], "date_tz": event["date_tz"],
+            "id": event["id"],
+            "name": event["name"],
+            "date_tz": event["date_tz"],
             "date_begin": in_zone(event["date_begin"], tz),
-            "date_end": in_zone(event["date_end"], tz), "location": event["location"],
+            "date_end": in_zone(event["date_end"], tz),
+            "location": event["location"],
             "is_cancelled": event["kanban_state"] == "cancel",
         },
         "registrations": [
             {
-                "id": r["id"], "name": r["name"], "state": r["state"], "barcode": r["barcode"],
+                "id": r["id"],
+                "name": r["name"],
+                "state": r["state"],
+                "barcode": r["barcode"],
                 "ticket": {"id": r["event_ticket_id"], "name": r["ticket_name"]}
-                if r["event_ticket_id"] else None,
-                "slot": {"id": r["event_slot_id"], "date_begin": in_zone(r["slot_begin"], tz),
-                         "date_end": in_zone(r["slot_end"], tz)}
-                if r["event_slot_id"] else None,
+                if r["event_ticket_id"]
+                else None,
+                "slot": {
+                    "id": r["event_slot_id"],
+                    "date_begin": in_zone(r["slot_begin"], tz),
+                    "date_end": in_zone(r["slot_end"], tz),
+                }
+                if r["event_slot_id"]
+                else None,
                 "badge_format": event["badge_format"],
-                "ics_token": codec.mint(ICS, {"e": str(event_id),
-                                              "s": str(r["event_slot_id"]) if r["event_slot_id"]
-                                              else None}, now + timedelta(seconds=ics_ttl_s)),
+                "ics_token": codec.mint(
+                    ICS,
+                    {
+                        "e": str(event_id),
+                        "s": str(r["event_slot_id"]) if r["event_slot_id"] else None,
+                    },
+                    now + timedelta(seconds=ics_ttl_s),
+                ),
             }
             for r in rows
         ],
-    }  # fmt: skip
+    }
 
 
 async def intake_event(pool: Pool, codec: CapabilityCodec, key: str, now: datetime) -> UUID:
@@ -253,3 +276,31 @@ async def intake_event(pool: Pool, codec: CapabilityCodec, key: str, now: dateti
     if closed or (not by_capability and not is_visible(dict(event), now)):
         raise errors.RegistrationsClosed()
     return event_id
+
+
+async def register_intake(
+    pool: Pool,
+    codec: CapabilityCodec,
+    key: str,
+    attendees: list[AttendeeInput],
+    now: datetime,
+    *,
+    ticket_id: UUID | None = None,
+    slot_id: UUID | None = None,
+) -> tuple[Registered, str]:
+    """The guarded intake: the event `key` admits (`intake_event`), then the ONE register
+    verb, acting as `public-intake`, mandatory answers enforced. Answers the new rows and
+    the my-tickets token of all of them."""
+    event_id = await intake_event(pool, codec, key, now)
+    result = await register(
+        pool,
+        PUBLIC_INTAKE,
+        event_id,
+        attendees,
+        now,
+        slot_id=slot_id,
+        ticket_id=ticket_id,
+        source="intake",
+        require_mandatory=True,
+    )
+    return result, tickets_token(codec, event_id, [r["id"] for r in result.registrations])

@@ -22,18 +22,12 @@ from events_svc.verbs.audit import write_audit
 from events_svc.verbs.common import clamp_limit, decode_cursor, merge_patch, page
 from events_svc.verbs.events import get_event_row, lock_event
 
-_ANSWERS = """,
-    (SELECT coalesce(jsonb_agg(jsonb_build_object('id', a.id, 'name', a.name,
-        'sequence', a.sequence) ORDER BY a.sequence, a.id), '[]')
-     FROM event.question_answers a WHERE a.question_id = q.id) AS answers"""
-_GET = "SELECT q.*" + _ANSWERS + " FROM event.questions q WHERE q.id = $1"  # noqa: S608
-_LIST = (
-    "SELECT q.*"  # noqa: S608 - constant text only
-    + _ANSWERS
-    + """ FROM event.questions q
-    WHERE ($1::int IS NULL OR (q.sequence, q.id) > ($1, $2::uuid))
-    ORDER BY q.sequence, q.id LIMIT $3"""
-)
+_GET = "SELECT * FROM event.question_view q WHERE q.id = $1"
+_LIST = """
+SELECT * FROM event.question_view q
+WHERE ($1::int IS NULL OR (q.sequence, q.id) > ($1, $2::uuid))
+ORDER BY q.sequence, q.id LIMIT $3
+"""
 _LOCK = "SELECT * FROM event.questions WHERE id = $1 FOR UPDATE"
 _INSERT = """
 INSERT INTO event.questions (title, question_type, is_mandatory_answer, is_default,
@@ -61,16 +55,15 @@ RETURNING id, question_id, name, sequence
 """
 _ANSWER_DELETE = "DELETE FROM event.question_answers WHERE id = $1"
 _LINK = """
-INSERT INTO event.registration_questions (event_id, question_id, sequence) VALUES ($1, $2, $3)
+INSERT INTO event.registration_questions (event_id, question_id, sequence, once_per_order)
+VALUES ($1, $2, $3, $4)
 """
 _UNLINK = "DELETE FROM event.registration_questions WHERE event_id = $1 AND question_id = $2"
-_EVENT_QUESTIONS = (
-    "SELECT q.*"  # noqa: S608 - constant text only
-    + _ANSWERS
-    + """, rq.sequence AS link_sequence FROM event.registration_questions rq
-    JOIN event.questions q ON q.id = rq.question_id
-    WHERE rq.event_id = $1 ORDER BY rq.sequence, q.sequence, q.id"""
-)
+_EVENT_QUESTIONS = """
+SELECT q.*, rq.sequence AS link_sequence, rq.once_per_order
+FROM event.registration_questions rq JOIN event.question_view q ON q.id = rq.question_id
+WHERE rq.event_id = $1 ORDER BY rq.sequence, q.sequence, q.id
+"""
 _NOT_NULL = frozenset(
     {"title", "question_type", "is_mandatory_answer", "is_default", "is_reusable", "sequence"}
 )
@@ -89,9 +82,15 @@ async def create_question(
     """A library question with its suggested answers; audited."""
     async with transaction(pool) as conn:
         qid = await conn.fetchval(
-            _INSERT, cmd.title, cmd.question_type, cmd.is_mandatory_answer, cmd.is_default,
-            cmd.is_reusable, cmd.sequence, now,
-        )  # fmt: skip
+            _INSERT,
+            cmd.title,
+            cmd.question_type,
+            cmd.is_mandatory_answer,
+            cmd.is_default,
+            cmd.is_reusable,
+            cmd.sequence,
+            now,
+        )
         for answer in cmd.answers:
             await conn.execute(_ANSWER_INSERT, qid, answer.name, answer.sequence, now)
         await write_audit(
@@ -131,13 +130,24 @@ async def patch_question(
         ):
             raise errors.QuestionKindLocked()
         await conn.execute(
-            _UPDATE, question_id, new["title"], new["question_type"], new["is_mandatory_answer"],
-            new["is_default"], new["is_reusable"], new["sequence"], now,
-        )  # fmt: skip
+            _UPDATE,
+            question_id,
+            new["title"],
+            new["question_type"],
+            new["is_mandatory_answer"],
+            new["is_default"],
+            new["is_reusable"],
+            new["sequence"],
+            now,
+        )
         await write_audit(
-            conn, actor, "question_updated", "question", question_id,
+            conn,
+            actor,
+            "question_updated",
+            "question",
+            question_id,
             summary={"fields": sorted(changes)},
-        )  # fmt: skip
+        )
         return await _read(conn, question_id)
 
 
@@ -185,12 +195,19 @@ async def delete_answer(pool: Pool, actor: Actor, question_id: UUID, answer_id: 
 
 
 async def link_question(
-    pool: Pool, actor: Actor, event_id: UUID, question_id: UUID, sequence: int
+    pool: Pool,
+    actor: Actor,
+    event_id: UUID,
+    question_id: UUID,
+    sequence: int,
+    *,
+    once_per_order: bool = False,
 ) -> list[dict[str, Any]]:
-    """Put a library question on an event (event row locked); answers the event's questions."""
+    """Put a library question on an event, general (`once_per_order`) or specific (event
+    row locked); answers the event's questions."""
     async with transaction(pool) as conn:
         await lock_event(conn, actor, event_id)
-        await conn.execute(_LINK, event_id, question_id, sequence)
+        await conn.execute(_LINK, event_id, question_id, sequence, once_per_order)
         await write_audit(
             conn, actor, "event_question_linked", "question", question_id, event_id=event_id
         )

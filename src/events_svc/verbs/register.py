@@ -23,7 +23,7 @@ from events_svc import errors
 from events_svc.actors import Actor
 from events_svc.db import Connection, Pool, transaction
 from events_svc.models import AnswerInput, AttendeeInput
-from events_svc.verbs.arming import arm_entering_open
+from events_svc.verbs.mail.arming import arm_entering_open
 from events_svc.verbs.registrations import read_many
 from events_svc.verbs.seats import ensure_seats
 
@@ -35,7 +35,7 @@ SELECT e.id, e.company_id, e.seats_limited, e.seats_max, e.is_multi_slots,
     e.kanban_state::text AS kanban_state,
     EXISTS (SELECT 1 FROM event.mails m WHERE m.event_id = e.id) AS has_schedulers
 FROM event.events e
-WHERE e.id = $1 AND ($2::uuid IS NULL OR e.company_id IS NULL OR e.company_id = $2)
+WHERE e.id = $1 AND event.visible_to(e.company_id, $2)
 FOR NO KEY UPDATE OF e  -- serialises every seat taker of this event
 """
 _LOCK_SLOT = "SELECT id FROM event.slots WHERE id = $1 AND event_id = $2 FOR NO KEY UPDATE"
@@ -45,7 +45,7 @@ FROM event.tickets WHERE id = $1 AND event_id = $2
 FOR NO KEY UPDATE  -- after the event and slot rows: the fixed lock order
 """
 _QUESTIONS = """
-SELECT q.id, q.question_type::text AS kind, q.is_mandatory_answer,
+SELECT q.id, q.question_type::text AS kind, q.is_mandatory_answer, rq.once_per_order,
     ARRAY(SELECT a.id FROM event.question_answers a WHERE a.question_id = q.id) AS answer_ids
 FROM event.registration_questions rq JOIN event.questions q ON q.id = rq.question_id
 WHERE rq.event_id = $1
@@ -106,6 +106,31 @@ def _check_sale_window(ticket: dict[str, Any], now: datetime) -> None:
         )
 
 
+def _share_general_answers(
+    attendees: list[AttendeeInput], questions: dict[UUID, dict[str, Any]]
+) -> list[AttendeeInput]:
+    """General questions (`once_per_order`) are asked once per group: the first attendee's
+    answer is copied to every other attendee; another attendee may repeat it, never differ."""
+    general = {qid for qid, q in questions.items() if q["once_per_order"]}
+    if not general or len(attendees) < 2:
+        return attendees
+    shared = [a for a in attendees[0].answers if a.question_id in general]
+    given = {(a.question_id, a.value_answer_id, a.value_text) for a in shared}
+    group = [attendees[0]]
+    for attendee in attendees[1:]:
+        own = []
+        for a in attendee.answers:
+            if a.question_id not in general:
+                own.append(a)
+            elif (a.question_id, a.value_answer_id, a.value_text) not in given:
+                raise errors.AnswerInvalid(
+                    "This question is asked once per order: answer it on the first attendee.",
+                    question_id=str(a.question_id),
+                )
+        group.append(attendee.model_copy(update={"answers": own + shared}))
+    return group
+
+
 def _resolve_answers(
     attendee: AttendeeInput, questions: dict[UUID, dict[str, Any]], require_mandatory: bool
 ) -> tuple[dict[str, str], list[AnswerInput]]:
@@ -123,8 +148,9 @@ def _resolve_answers(
         kind = q["kind"]
         if kind == "simple_choice":
             if answer.value_answer_id is None or answer.value_text is not None:
-                raise errors.AnswerInvalid("Choose one of the suggested answers.",
-                                           question_id=str(q["id"]))  # fmt: skip
+                raise errors.AnswerInvalid(
+                    "Choose one of the suggested answers.", question_id=str(q["id"])
+                )
             if answer.value_answer_id not in q["answer_ids"]:
                 raise errors.AnswerNotOfQuestion(question_id=str(q["id"]))
             rows.append(answer)
@@ -202,10 +228,12 @@ async def register(
             if needs_questions
             else {}
         )
-        resolved = [_resolve_answers(a, questions, require_mandatory) for a in attendees]
+        group = _share_general_answers(attendees, questions)
+        resolved = [_resolve_answers(a, questions, require_mandatory) for a in group]
         await ensure_seats(conn, event, slot_id, ticket, len(attendees))
-        views = await _insert(conn, actor, event, slot_id, ticket_id, partner_id, attendees,
-                              resolved, now, source)  # fmt: skip
+        views = await _insert(
+            conn, actor, event, slot_id, ticket_id, partner_id, attendees, resolved, now, source
+        )
         ids = [v["id"] for v in views]
         answer_rows = [(rid, a) for rid, (_, rows) in zip(ids, resolved, strict=True) for a in rows]
         if answer_rows:
@@ -247,14 +275,24 @@ async def _insert(
             break
         codes = {new_barcode(): i for i in pending}
         rows = await conn.fetch(
-            _INSERT, event["id"], event["is_multi_slots"], slot_id, ticket_id,
+            _INSERT,
+            event["id"],
+            event["is_multi_slots"],
+            slot_id,
+            ticket_id,
             [fields[i]["name"] for i in codes.values()],
             [fields[i]["email"] for i in codes.values()],
             [fields[i]["phone"] for i in codes.values()],
             [fields[i]["company_name"] for i in codes.values()],
-            list(codes), partner_id, event["company_id"], now, actor.id, actor.kind,
-            actor.company_id, {"source": source, "state": "open"},
-        )  # fmt: skip
+            list(codes),
+            partner_id,
+            event["company_id"],
+            now,
+            actor.id,
+            actor.kind,
+            actor.company_id,
+            {"source": source, "state": "open"},
+        )
         for row in rows:
             views[codes[row["barcode"]]] = dict(row)
     done = [view for view in views if view is not None]

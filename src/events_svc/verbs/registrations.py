@@ -24,50 +24,39 @@ from events_svc.actors import Actor
 from events_svc.db import Connection, Pool, connection, must, transaction
 from events_svc.models import REGISTRATION_WRITABLE, RegistrationPatch
 from events_svc.ports import PartnerDirectory
-from events_svc.verbs.arming import arm_entering_open, retry_failed_mails
 from events_svc.verbs.audit import write_audit
-from events_svc.verbs.common import clamp_limit, decode_cursor, page
+from events_svc.verbs.common import check_if_match, clamp_limit, decode_cursor, page
+from events_svc.verbs.mail.arming import arm_entering_open, retry_failed_mails
 from events_svc.verbs.pii import mask_registration
 from events_svc.verbs.seats import ensure_seats
 
 State = Literal["draft", "open", "done", "cancel"]
 SEAT_STATES = ("open", "done")
 
-_COLS = """
-    r.id, r.event_id, r.event_slot_id, r.event_ticket_id, r.state::text AS state,
-    r.sale_status::text AS sale_status, r.sale_order_id, r.name, r.email, r.phone,
-    r.company_name, r.partner_id, r.barcode, r.active, r.date_open, r.date_closed, r.version,
-    r.company_id, r.created_at, r.updated_at,
-    (SELECT coalesce(jsonb_agg(jsonb_build_object('question_id', a.question_id,
-        'value_answer_id', a.value_answer_id, 'value_text', a.value_text)
-        ORDER BY a.question_id), '[]')
-     FROM event.registration_answers a WHERE a.registration_id = r.id) AS answers
+_READ_MANY = "SELECT * FROM event.registration_view r WHERE r.id = ANY($1::uuid[])"
+_GET = """
+SELECT * FROM event.registration_view r
+WHERE r.id = $1 AND event.visible_to(r.company_id, $2)
 """
-_READ_MANY = f"""
-SELECT {_COLS} FROM event.registrations r WHERE r.id = ANY($1::uuid[])
-"""  # noqa: S608 - constant text only
-_GET = f"""
-SELECT {_COLS} FROM event.registrations r
-WHERE r.id = $1 AND ($2::uuid IS NULL OR r.company_id IS NULL OR r.company_id = $2)
-"""  # noqa: S608 - constant text only
-_LIST = f"""
-SELECT {_COLS} FROM event.registrations r
+_LIST = """
+SELECT * FROM event.registration_view r
 WHERE r.event_id = $1
-  AND ($2::uuid IS NULL OR r.company_id IS NULL OR r.company_id = $2)
-  AND ($3::event.registration_state IS NULL OR r.state = $3)
+  AND event.visible_to(r.company_id, $2)
+  AND ($3::text IS NULL OR r.state = $3)
   AND ($4::boolean IS NULL OR r.active = $4)
   AND ($5::text IS NULL OR r.barcode = $5 OR r.name ILIKE '%' || $5 || '%'
        OR r.email ILIKE '%' || $5 || '%')
   AND ($6::text IS NULL OR r.barcode = $6)
   AND ($7::uuid IS NULL OR r.id > $7)
 ORDER BY r.id LIMIT $8
-"""  # noqa: S608 - constant text only
+"""
 _FIND = """
 SELECT event_id, event_slot_id, event_ticket_id FROM event.registrations r
-WHERE r.id = $1 AND ($2::uuid IS NULL OR r.company_id IS NULL OR r.company_id = $2)
+WHERE r.id = $1 AND event.visible_to(r.company_id, $2)
 """
 _LOCK_EVENT = """
-SELECT id, seats_limited, seats_max, is_multi_slots FROM event.events WHERE id = $1
+SELECT id, seats_limited, seats_max, is_multi_slots, kanban_state::text AS kanban_state
+FROM event.events WHERE id = $1
 FOR NO KEY UPDATE  -- first in the lock order: serialises seat takers of this event
 """
 _LOCK_SLOT = "SELECT id FROM event.slots WHERE id = $1 FOR NO KEY UPDATE"
@@ -88,7 +77,7 @@ UPDATE event.registrations SET active = $2, version = version + 1, updated_at = 
 """
 _SET_ATTENDEE = """
 UPDATE event.registrations SET name = $2, email = $3, phone = $4, company_name = $5,
-    partner_id = $6, version = version + 1, updated_at = $7
+    partner_id = $6, date_closed = $7, version = version + 1, updated_at = $8
 WHERE id = $1
 """
 _VERBS: dict[State, str] = {
@@ -111,8 +100,26 @@ def _view(row: dict[str, Any], pii_full: bool) -> dict[str, Any]:
 
 
 async def _audit_pii_read(conn: Connection, actor: Actor, event_id: UUID, count: int) -> None:
-    await write_audit(conn, actor, "registration_pii_read", "registration", None,
-                      event_id=event_id, summary={"rows": count})  # fmt: skip
+    await write_audit(
+        conn,
+        actor,
+        "registration_pii_read",
+        "registration",
+        None,
+        event_id=event_id,
+        summary={"rows": count},
+    )
+
+
+async def get_registration_state(pool: Pool, actor: Actor, registration_id: UUID) -> dict[str, Any]:
+    """{id, event_id, state, sale_status, active, version} of one registration: the
+    derived pair a host reads, without attendee data."""
+    async with connection(pool) as conn:
+        row = await conn.fetchrow(_GET, registration_id, actor.company_id)
+    if row is None:
+        raise errors.NotFound("No such registration.")
+    keys = ("id", "event_id", "state", "sale_status", "active", "version")
+    return {k: row[k] for k in keys}
 
 
 async def get_registration(
@@ -124,8 +131,14 @@ async def get_registration(
         if row is None:
             raise errors.NotFound("No such registration.")
         if pii_full:
-            await write_audit(conn, actor, "registration_pii_read", "registration",
-                              registration_id, event_id=row["event_id"])  # fmt: skip
+            await write_audit(
+                conn,
+                actor,
+                "registration_pii_read",
+                "registration",
+                registration_id,
+                event_id=row["event_id"],
+            )
     return _view(dict(row), pii_full)
 
 
@@ -175,9 +188,13 @@ async def _locked(
     return event, ticket, reg
 
 
-def _check_version(reg: dict[str, Any], if_match: int | None) -> None:
-    if if_match is not None and if_match != reg["version"]:
-        raise errors.StaleRevision(version=reg["version"])
+def _check_may_open(event: dict[str, Any], current: State) -> None:
+    """A cancelled registration comes back only through reactivation; nothing enters
+    `open` on a cancelled event (kanban `cancel` fences every way in)."""
+    if current == "cancel":
+        raise errors.UseReactivate()
+    if event["kanban_state"] == "cancel":
+        raise errors.EventCancelled()
 
 
 async def transition(
@@ -192,17 +209,26 @@ async def transition(
     """The one registration state transition (locks: event, slot, ticket, registration)."""
     async with transaction(pool) as conn:
         event, ticket, reg = await _locked(conn, actor, registration_id, seats=True)
-        _check_version(reg, if_match)
+        check_if_match(reg["version"], if_match, name="version")
         current = reg["state"]
         if current != target:
+            if target == "open":
+                _check_may_open(event, current)
             if target in SEAT_STATES and current not in SEAT_STATES and reg["active"]:
                 await ensure_seats(conn, event, reg["event_slot_id"], ticket, 1)
             await conn.execute(_SET_STATE, registration_id, target, now)
             if target == "open" and current in ("draft", "cancel") and reg["active"]:
                 await arm_entering_open(conn, event["id"], [registration_id], now)
             summary = {"from": current, "to": target}
-            await write_audit(conn, actor, _VERBS[target], "registration", registration_id,
-                              event_id=event["id"], summary=summary)  # fmt: skip
+            await write_audit(
+                conn,
+                actor,
+                _VERBS[target],
+                "registration",
+                registration_id,
+                event_id=event["id"],
+                summary=summary,
+            )
         return (await read_many(conn, [registration_id]))[0]
 
 
@@ -219,7 +245,7 @@ async def set_active(
     the schedulers like a row entering `open`: the mails it missed are owed)."""
     async with transaction(pool) as conn:
         event, ticket, reg = await _locked(conn, actor, registration_id, seats=active)
-        _check_version(reg, if_match)
+        check_if_match(reg["version"], if_match, name="version")
         if reg["active"] != active:
             if active and reg["state"] in SEAT_STATES:
                 await ensure_seats(conn, event, reg["event_slot_id"], ticket, 1)
@@ -228,8 +254,15 @@ async def set_active(
                 # eligible again: the mails it missed are owed (its date_open is kept)
                 await arm_entering_open(conn, event["id"], [registration_id], now, stamped=True)
             verb = "registration_unarchived" if active else "registration_archived"
-            await write_audit(conn, actor, verb, "registration", registration_id,
-                              event_id=event["id"], summary={"state": reg["state"]})  # fmt: skip
+            await write_audit(
+                conn,
+                actor,
+                verb,
+                "registration",
+                registration_id,
+                event_id=event["id"],
+                summary={"state": reg["state"]},
+            )
         return (await read_many(conn, [registration_id]))[0]
 
 
@@ -255,9 +288,10 @@ async def patch_registration(
         if found is None:
             raise errors.NotFound("No such registration.")
         reg = dict(must(await conn.fetchrow(_LOCK_REGISTRATION, registration_id)))
-        _check_version(reg, if_match)
-        return await _write_attendee(conn, actor, reg, changes, found["event_id"], now,
-                                     "registration_updated")  # fmt: skip
+        check_if_match(reg["version"], if_match, name="version")
+        return await _write_attendee(
+            conn, actor, reg, changes, found["event_id"], now, "registration_updated"
+        )
 
 
 async def _write_attendee(
@@ -272,11 +306,27 @@ async def _write_attendee(
     changed = sorted(k for k, v in changes.items() if reg[k] != v)
     if changed:
         new = {**reg, **changes}
-        await conn.execute(_SET_ATTENDEE, reg["id"], new["name"], new["email"], new["phone"],
-                           new["company_name"], new["partner_id"], now)  # fmt: skip
+        await conn.execute(
+            _SET_ATTENDEE,
+            reg["id"],
+            new["name"],
+            new["email"],
+            new["phone"],
+            new["company_name"],
+            new["partner_id"],
+            new["date_closed"],
+            now,
+        )
         # field names only: the values are PII
-        await write_audit(conn, actor, verb, "registration", reg["id"], event_id=event_id,
-                          summary={"fields": changed})  # fmt: skip
+        await write_audit(
+            conn,
+            actor,
+            verb,
+            "registration",
+            reg["id"],
+            event_id=event_id,
+            summary={"fields": changed},
+        )
         # the attendee's details changed: mails that failed for them alone are tried again
         await retry_failed_mails(conn, event_id, reg["id"], reg["event_slot_id"], now)
     return (await read_many(conn, [reg["id"]]))[0]
@@ -306,5 +356,6 @@ async def sync_from_partner(
             for k in ("name", "email", "phone", "company_name")
             if not reg[k] and getattr(contact, k)
         }
-        return await _write_attendee(conn, actor, reg, fills, row["event_id"], now,
-                                     "registration_synced_from_partner")  # fmt: skip
+        return await _write_attendee(
+            conn, actor, reg, fills, row["event_id"], now, "registration_synced_from_partner"
+        )

@@ -1,12 +1,13 @@
 """Seat truth: the ONE seat counter of the service.
 
-A seat is a registration with `state IN ('open','done') AND active`; nothing
-is stored. `reserved` counts open rows, `used` done rows, `taken` both, and
-`available = cap - taken` only when the cap is above 0 (0 or less is
-unlimited, everywhere). On a multi-slot event the event cap applies per slot,
-so the event-level cap is `seats_max * slot count`. Every read of seats in the
-service comes from `get_seat_view`; the register verb counts with
-`count_taken` under its locks.
+A seat is a registration for which `event.holds_seat(state, active)` holds (the one
+definition, in SQL: today `open` or `done`, and active); nothing is stored.
+`reserved` counts open rows, `used` done rows, `taken` both, and `available = cap -
+taken` only when the cap is above 0 (0 or less is unlimited, everywhere). On a
+multi-slot event the event cap applies per slot, so the event-level cap is
+`seats_max * slot count`. Every read of seats comes from `get_seat_view`; the register
+verb and the state machine count with `ensure_seats` under their locks, and a lowered
+cap is checked by `ensure_cap_covers_taken`.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from events_svc.db import Connection
 _TAKEN_BY_SCOPE = """
 SELECT event_ticket_id, event_slot_id, state::text AS state, count(*) AS n
 FROM event.registrations
-WHERE event_id = $1 AND state IN ('open', 'done') AND active
+WHERE event_id = $1 AND event.holds_seat(state, active)
 GROUP BY event_ticket_id, event_slot_id, state
 """
 _TICKETS = "SELECT id, seats_max FROM event.tickets WHERE event_id = $1 ORDER BY created_at, id"
@@ -98,32 +99,36 @@ async def get_seat_view(conn: Connection, event: dict[str, Any]) -> dict[str, An
 # each an index-only scan of its partial index (registrations_seat_*_idx).
 _COUNT_EVENT = """
 SELECT count(*) FROM event.registrations
-WHERE event_id = $1 AND state IN ('open', 'done') AND active
+WHERE event_id = $1 AND event.holds_seat(state, active)
 """
 _COUNT_TICKET = """
 SELECT count(*) FROM event.registrations
-WHERE event_ticket_id = $1 AND state IN ('open', 'done') AND active
+WHERE event_ticket_id = $1 AND event.holds_seat(state, active)
 """
 _COUNT_SLOT = """
 SELECT count(*) FROM event.registrations
-WHERE event_slot_id = $1 AND state IN ('open', 'done') AND active
+WHERE event_slot_id = $1 AND event.holds_seat(state, active)
 """
 _COUNT_SLOT_TICKET = """
 SELECT count(*) FROM event.registrations
-WHERE event_slot_id = $1 AND event_ticket_id = $2 AND state IN ('open', 'done') AND active
+WHERE event_slot_id = $1 AND event_ticket_id = $2 AND event.holds_seat(state, active)
 """
 
 
-async def _check(conn: Connection, scope: str, scope_id: UUID, cap: int, wanted: int,
-                 sql: str, *args: Any) -> None:  # fmt: skip
+async def _check(
+    conn: Connection, scope: str, scope_id: UUID, cap: int, wanted: int, sql: str, *args: Any
+) -> None:
     taken = int(await conn.fetchval(sql, *args))
     if taken + wanted > cap:
         available = max(cap - taken, 0)
         raise errors.SeatsExhausted(
             f"Only {available} seat(s) left for this {scope.replace('_', ' and ')}.",
-            scope=scope, scope_id=str(scope_id), requested=wanted, available=available,
+            scope=scope,
+            scope_id=str(scope_id),
+            requested=wanted,
+            available=available,
             missing=wanted - available,
-        )  # fmt: skip
+        )
 
 
 async def ensure_seats(
@@ -150,8 +155,16 @@ async def ensure_seats(
     if ticket is not None and int(ticket["seats_max"]) > 0:
         t_cap = int(ticket["seats_max"])
         if multi:
-            await _check(conn, "slot_ticket", ticket["id"], t_cap, wanted, _COUNT_SLOT_TICKET,
-                         slot_id, ticket["id"])  # fmt: skip
+            await _check(
+                conn,
+                "slot_ticket",
+                ticket["id"],
+                t_cap,
+                wanted,
+                _COUNT_SLOT_TICKET,
+                slot_id,
+                ticket["id"],
+            )
         else:
             await _check(conn, "ticket", ticket["id"], t_cap, wanted, _COUNT_TICKET, ticket["id"])
 
@@ -173,5 +186,7 @@ async def ensure_cap_covers_taken(
     if most > cap:
         raise errors.SeatsBelowTaken(
             f"{most} seat(s) are taken; seats_max cannot go below that.",
-            field="seats_max", seats_max=cap, taken=most,
-        )  # fmt: skip
+            field="seats_max",
+            seats_max=cap,
+            taken=most,
+        )

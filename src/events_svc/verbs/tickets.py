@@ -20,18 +20,18 @@ from events_svc.models import SlotCreate, TicketCreate
 from events_svc.verbs.audit import write_audit
 from events_svc.verbs.common import clamp_limit, decode_cursor, merge_patch, page
 from events_svc.verbs.events import lock_event
-from events_svc.verbs.schedules import reschedule_event
+from events_svc.verbs.mail.schedules import reschedule_event
 from events_svc.verbs.seats import ensure_cap_covers_taken
 
 _TICKET_GET = """
 SELECT k.* FROM event.tickets k JOIN event.events e ON e.id = k.event_id
-WHERE k.id = $1 AND ($2::uuid IS NULL OR e.company_id IS NULL OR e.company_id = $2)
+WHERE k.id = $1 AND event.visible_to(e.company_id, $2)
 """
 _TICKET_LOCK = "SELECT * FROM event.tickets WHERE id = $1 FOR NO KEY UPDATE"
 _TICKET_LIST = """
 SELECT k.* FROM event.tickets k JOIN event.events e ON e.id = k.event_id
 WHERE ($1::uuid IS NULL OR k.event_id = $1)
-  AND ($2::uuid IS NULL OR e.company_id IS NULL OR e.company_id = $2)
+  AND event.visible_to(e.company_id, $2)
   AND ($3::timestamptz IS NULL OR (k.created_at, k.id) > ($3, $4::uuid))
 ORDER BY k.created_at, k.id LIMIT $5
 """
@@ -49,13 +49,13 @@ _TICKET_DELETE = "DELETE FROM event.tickets WHERE id = $1"
 
 _SLOT_GET = """
 SELECT s.* FROM event.slots s JOIN event.events e ON e.id = s.event_id
-WHERE s.id = $1 AND ($2::uuid IS NULL OR e.company_id IS NULL OR e.company_id = $2)
+WHERE s.id = $1 AND event.visible_to(e.company_id, $2)
 """
 _SLOT_LOCK = "SELECT * FROM event.slots WHERE id = $1 FOR NO KEY UPDATE"
 _SLOT_LIST = """
 SELECT s.* FROM event.slots s JOIN event.events e ON e.id = s.event_id
 WHERE ($1::uuid IS NULL OR s.event_id = $1)
-  AND ($2::uuid IS NULL OR e.company_id IS NULL OR e.company_id = $2)
+  AND event.visible_to(e.company_id, $2)
   AND ($3::timestamptz IS NULL OR (s.date_begin, s.id) > ($3, $4::uuid))
 ORDER BY s.date_begin, s.id LIMIT $5
 """
@@ -110,10 +110,19 @@ async def create_ticket(
     check_per_order_cap(cmd.seats_max, cmd.limit_max_per_order)
     async with transaction(pool) as conn:
         await lock_event(conn, actor, cmd.event_id)
-        row = must(await conn.fetchrow(
-            _TICKET_INSERT, cmd.event_id, cmd.name, cmd.description, cmd.seats_max,
-            cmd.limit_max_per_order, cmd.start_sale_datetime, cmd.end_sale_datetime, now,
-        ))  # fmt: skip
+        row = must(
+            await conn.fetchrow(
+                _TICKET_INSERT,
+                cmd.event_id,
+                cmd.name,
+                cmd.description,
+                cmd.seats_max,
+                cmd.limit_max_per_order,
+                cmd.start_sale_datetime,
+                cmd.end_sale_datetime,
+                now,
+            )
+        )
         await write_audit(conn, actor, "ticket_created", "ticket", row["id"], event_id=cmd.event_id)
         return row
 
@@ -147,20 +156,35 @@ async def patch_ticket(
     """Write the fields sent (event row, then ticket row locked); seats_max never below
     the seats the ticket already holds."""
     async with transaction(pool) as conn:
-        event, current = await _lock_child(conn, actor, _TICKET_GET, _TICKET_LOCK, ticket_id,
-                                           "ticket")  # fmt: skip
+        event, current = await _lock_child(
+            conn, actor, _TICKET_GET, _TICKET_LOCK, ticket_id, "ticket"
+        )
         new = merge_patch(current, changes, _TICKET_NOT_NULL)
         check_per_order_cap(new["seats_max"], new["limit_max_per_order"])
         if "seats_max" in changes:
             await ensure_cap_covers_taken(conn, event, ticket_id, int(new["seats_max"]))
-        row = must(await conn.fetchrow(
-            _TICKET_UPDATE, ticket_id, new["name"], new["description"], new["seats_max"],
-            new["limit_max_per_order"], new["start_sale_datetime"], new["end_sale_datetime"], now,
-        ))  # fmt: skip
+        row = must(
+            await conn.fetchrow(
+                _TICKET_UPDATE,
+                ticket_id,
+                new["name"],
+                new["description"],
+                new["seats_max"],
+                new["limit_max_per_order"],
+                new["start_sale_datetime"],
+                new["end_sale_datetime"],
+                now,
+            )
+        )
         await write_audit(
-            conn, actor, "ticket_updated", "ticket", ticket_id, event_id=current["event_id"],
+            conn,
+            actor,
+            "ticket_updated",
+            "ticket",
+            ticket_id,
+            event_id=current["event_id"],
             summary={"fields": sorted(changes)},
-        )  # fmt: skip
+        )
         return row
 
 
@@ -227,9 +251,14 @@ async def patch_slot(
             await conn.fetchrow(_SLOT_UPDATE, slot_id, new["date_begin"], new["date_end"], now)
         )
         await write_audit(
-            conn, actor, "slot_updated", "slot", slot_id, event_id=current["event_id"],
+            conn,
+            actor,
+            "slot_updated",
+            "slot",
+            slot_id,
+            event_id=current["event_id"],
             summary={"fields": sorted(changes)},
-        )  # fmt: skip
+        )
         await reschedule_event(conn, current["event_id"], now)
         return row
 

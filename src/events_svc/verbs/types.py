@@ -59,20 +59,33 @@ async def add_type_line(
         if isinstance(line, TypeMailLine):
             kind = "mail"
             if await templates.template_kind(conn, line.template_ref) is None:
-                raise errors.TemplateNotFound(field="template_ref",
-                                              template_ref=str(line.template_ref))  # fmt: skip
+                raise errors.TemplateNotFound(
+                    field="template_ref", template_ref=str(line.template_ref)
+                )
             line_id = await conn.fetchval(
-                _ADD_MAIL, type_id, line.sequence, line.interval_nbr, line.interval_unit,
-                line.interval_kind, line.template_ref, line.template_kind,
-                line.notification_channel, now,
-            )  # fmt: skip
+                _ADD_MAIL,
+                type_id,
+                line.sequence,
+                line.interval_nbr,
+                line.interval_unit,
+                line.interval_kind,
+                line.template_ref,
+                line.template_kind,
+                line.notification_channel,
+                now,
+            )
         elif isinstance(line, TypeTicketLine):
             kind = "ticket"
             check_per_order_cap(line.seats_max, line.limit_max_per_order)
             line_id = await conn.fetchval(
-                _ADD_TICKET, type_id, line.name, line.description, line.seats_max,
-                line.limit_max_per_order, now,
-            )  # fmt: skip
+                _ADD_TICKET,
+                type_id,
+                line.name,
+                line.description,
+                line.seats_max,
+                line.limit_max_per_order,
+                now,
+            )
         else:
             kind = "question"
             line_id = await conn.fetchval(_ADD_QUESTION, type_id, line.question_id, line.sequence)

@@ -1,13 +1,14 @@
 """The arm rule: the ONE place that says what a registration change owes the scheduler.
 
 Rows entering `open` from nowhere (create), `draft` or `cancel` get `date_open`
-stamped (their eligibility time), and the event's schedulers are armed in the
-same transaction: after-subscription schedulers get `mail_done` cleared and
-`scheduled_date` pulled forward to the earliest new due time (`date_open` +
-the scheduler's interval); event-based schedulers that already finished are
-reopened (the late registrant is owed their mail); then a NOTIFY wakes the
-scheduler loops. Re-confirming an open row and `open -> done` never come here.
-When an attendee's details change, the mails that failed for that attendee
+stamped (their eligibility time), and ALL the event's schedulers are armed in the
+same transaction: after-subscription ones get `mail_done` cleared and
+`scheduled_date` pulled forward to the earliest new due time (`date_open` + the
+scheduler's interval); event-based ones that already finished are reopened (the
+late registrant is owed their mail); then a NOTIFY wakes the scheduler loops.
+Unarchiving an `open`/`done` row arms the same way, keeping its `date_open`.
+Re-confirming an open row and `open -> done` never come here. When an attendee's
+details change, the mails that failed for that attendee
 alone (no usable address) are forgotten and their schedulers reopened, so the
 next pass tries again. Verbs never send anything themselves.
 

@@ -13,7 +13,7 @@ from datetime import datetime
 from uuid import UUID
 
 from events_svc.db import Connection
-from events_svc.verbs.arming import lock_schedulers, wake_schedulers
+from events_svc.verbs.mail.arming import lock_schedulers, wake_schedulers
 
 # multi-slot events: one child per slot for each event-based scheduler of the event (or the
 # one named: the pass creates the children of the row it holds, never of another)
@@ -53,7 +53,7 @@ UPDATE event.mails m SET scheduled_date = CASE
             SELECT coalesce(r.date_open, r.created_at)
                 + event.mail_offset(m.interval_unit, m.interval_nbr)
             FROM event.registrations r
-            WHERE r.event_id = m.event_id AND r.state IN ('open', 'done') AND r.active
+            WHERE r.event_id = m.event_id AND event.gets_mail(r.state, r.active)
               AND NOT EXISTS (SELECT 1 FROM event.mail_registrations x
                               WHERE x.scheduler_id = m.id AND x.registration_id = r.id)
         ) due)

@@ -1,0 +1,184 @@
+"""Scheduler lines (event.mails): create, edit, read, with their derived state.
+
+A line's `mail_state` is derived, never stored: `cancelled` when its event is
+cancelled, `error` while a failure is recorded, `sent` once done, `running` when
+some attendees got it, else `scheduled`. Writes lock the event row, then its
+scheduler rows by id (the lock order the pass shares), and recompute the due times
+of unsent work (`schedules.reschedule_event`). A line's template must exist when the
+line is written (asked of the composed template renderer). Editing a line clears its
+back-off.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from events_svc import errors
+from events_svc.actors import Actor
+from events_svc.db import Connection, Pool, connection, transaction
+from events_svc.models import MailCreate
+from events_svc.ports import TemplateRenderer
+from events_svc.verbs.audit import write_audit
+from events_svc.verbs.common import merge_patch
+from events_svc.verbs.events import get_event_row, lock_event
+from events_svc.verbs.mail.arming import lock_schedulers
+from events_svc.verbs.mail.schedules import reschedule_event
+
+_VIEW = """
+SELECT m.id, m.event_id, m.sequence, m.interval_nbr, m.interval_unit::text AS interval_unit,
+    m.interval_kind::text AS interval_kind, m.template_ref,
+    m.notification_channel::text AS notification_channel, m.scheduled_date, m.mail_done,
+    m.error_kind::text AS error_kind, m.error_datetime, m.error_detail, m.attempts,
+    m.next_attempt_at, m.created_at, m.updated_at,
+    sent.n AS count_sent, dropped.n AS count_dropped, failed.n AS count_failed,
+    (SELECT count(*) FROM event.registrations r
+     WHERE r.event_id = m.event_id AND event.gets_mail(r.state, r.active)
+       AND NOT EXISTS (SELECT 1 FROM event.mail_registrations x WHERE x.scheduler_id = m.id
+                       AND x.registration_id = r.id AND x.outcome <> 'pending')) AS count_pending,
+    CASE WHEN e.kanban_state = 'cancel' THEN 'cancelled'
+         WHEN m.error_datetime IS NOT NULL THEN 'error'
+         WHEN m.mail_done THEN 'sent'
+         WHEN sent.n > 0 THEN 'running'
+         ELSE 'scheduled' END AS mail_state
+FROM event.mails m
+JOIN event.events e ON e.id = m.event_id
+CROSS JOIN LATERAL (SELECT count(*) AS n FROM event.mail_registrations x
+                    WHERE x.scheduler_id = m.id AND x.mail_sent) sent
+CROSS JOIN LATERAL (SELECT count(*) AS n FROM event.mail_registrations x
+                    WHERE x.scheduler_id = m.id AND x.outcome = 'dropped_window_closed') dropped
+CROSS JOIN LATERAL (SELECT count(*) AS n FROM event.mail_registrations x
+                    WHERE x.scheduler_id = m.id AND x.outcome = 'failed') failed
+"""
+_GET = (
+    _VIEW
+    + """
+WHERE m.id = $1 AND event.visible_to(e.company_id, $2)
+"""
+)
+_LIST = (
+    _VIEW
+    + """
+WHERE m.event_id = $1 ORDER BY m.sequence, m.id
+"""
+)
+_FIND = """
+SELECT m.event_id FROM event.mails m JOIN event.events e ON e.id = m.event_id
+WHERE m.id = $1 AND event.visible_to(e.company_id, $2)
+"""
+_ROW = "SELECT * FROM event.mails WHERE id = $1"  # locked by lock_schedulers
+_INSERT = """
+INSERT INTO event.mails (event_id, sequence, interval_nbr, interval_unit, interval_kind,
+    template_ref, template_kind, notification_channel, created_at, updated_at)
+VALUES ($1, $2, $3, $4::event.interval_unit, $5::event.interval_kind, $6,
+    $7::text::event.template_kind, $7::text::event.notification_channel, $8, $8)
+RETURNING id
+"""
+_UPDATE = """
+UPDATE event.mails SET sequence = $2, interval_nbr = $3, interval_unit = $4::event.interval_unit,
+    interval_kind = $5::event.interval_kind, template_ref = $6,
+    template_kind = $7::text::event.template_kind,
+    notification_channel = $7::text::event.notification_channel,
+    updated_at = $8,
+    -- an edited line starts afresh: its back-off is cleared (the error shows until a success)
+    attempts = 0, next_attempt_at = NULL
+WHERE id = $1
+"""
+_MAIL_FIELDS = (
+    "sequence",
+    "interval_nbr",
+    "interval_unit",
+    "interval_kind",
+    "template_ref",
+    "notification_channel",
+)
+
+
+async def _mail(conn: Connection, actor: Actor, mail_id: UUID) -> dict[str, Any]:
+    row = await conn.fetchrow(_GET, mail_id, actor.company_id)
+    if row is None:
+        raise errors.NotFound("No such scheduler.")
+    return dict(row)
+
+
+async def _check_template_ref(conn: Connection, templates: TemplateRenderer, ref: UUID) -> None:
+    """A line may only name a template the composed renderer knows (422 otherwise)."""
+    if await templates.template_kind(conn, ref) is None:
+        raise errors.TemplateNotFound(field="template_ref", template_ref=str(ref))
+
+
+async def create_mail(
+    pool: Pool, actor: Actor, cmd: MailCreate, now: datetime, *, templates: TemplateRenderer
+) -> dict[str, Any]:
+    """Add a scheduler line to an event (event row locked) and compute its due time."""
+    async with transaction(pool) as conn:
+        await lock_event(conn, actor, cmd.event_id)
+        await _check_template_ref(conn, templates, cmd.template_ref)
+        mail_id = await conn.fetchval(
+            _INSERT,
+            cmd.event_id,
+            cmd.sequence,
+            cmd.interval_nbr,
+            cmd.interval_unit,
+            cmd.interval_kind,
+            cmd.template_ref,
+            cmd.notification_channel,
+            now,
+        )
+        await reschedule_event(conn, cmd.event_id, now)
+        await write_audit(conn, actor, "mail_created", "mail", mail_id, event_id=cmd.event_id)
+        return await _mail(conn, actor, mail_id)
+
+
+async def patch_mail(
+    pool: Pool,
+    actor: Actor,
+    mail_id: UUID,
+    changes: dict[str, Any],
+    now: datetime,
+    *,
+    templates: TemplateRenderer,
+) -> dict[str, Any]:
+    """Edit interval or template; unsent work is re-timed, sent mail stays sent, the
+    back-off is cleared (locks: event row, then its scheduler rows by id)."""
+    async with transaction(pool) as conn:
+        found = await conn.fetchrow(_FIND, mail_id, actor.company_id)
+        if found is None:
+            raise errors.NotFound("No such scheduler.")
+        await lock_event(conn, actor, found["event_id"])
+        await lock_schedulers(conn, found["event_id"])
+        row = await conn.fetchrow(_ROW, mail_id)
+        if row is None:  # deleted (with its template) while we waited for the locks
+            raise errors.NotFound("No such scheduler.")
+        current = dict(row)
+        if changes.get("template_ref") not in (None, current["template_ref"]):
+            await _check_template_ref(conn, templates, changes["template_ref"])
+        for key in ("interval_unit", "interval_kind", "notification_channel"):
+            current[key] = str(current[key])
+        new = merge_patch(current, changes, frozenset(_MAIL_FIELDS))
+        await conn.execute(_UPDATE, mail_id, *(new[f] for f in _MAIL_FIELDS), now)
+        await reschedule_event(conn, found["event_id"], now)
+        summary = {"fields": sorted(changes)}
+        await write_audit(
+            conn,
+            actor,
+            "mail_updated",
+            "mail",
+            mail_id,
+            event_id=found["event_id"],
+            summary=summary,
+        )
+        return await _mail(conn, actor, mail_id)
+
+
+async def get_mail(pool: Pool, actor: Actor, mail_id: UUID) -> dict[str, Any]:
+    async with connection(pool) as conn:
+        return await _mail(conn, actor, mail_id)
+
+
+async def list_mails(pool: Pool, actor: Actor, event_id: UUID) -> dict[str, Any]:
+    async with transaction(pool) as conn:
+        await get_event_row(conn, actor, event_id)
+        rows = [dict(r) for r in await conn.fetch(_LIST, event_id)]
+    return {"items": rows, "next_cursor": None}

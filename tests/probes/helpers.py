@@ -1,0 +1,276 @@
+"""Helpers shared by the probes: the test databases, the API client, the rows a probe sets
+up, the mail scheduler's pass and outbox, and real `events-svc serve` processes.
+Fixtures live in conftest.py; a helper used by one probe module stays in that module.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+import httpx
+
+from events_svc.adapters.standalone import OutboxQueue, StoreRenderer
+from events_svc.ports import PartnerContact, Ports
+from events_svc.verbs.tokens import create_token
+
+API = "/api/v1/event"
+BASE = f"http://test{API}"
+# the instants of event_body's default dates
+BEGIN = datetime(2027, 5, 10, 9, 0, tzinfo=UTC)
+END = datetime(2027, 5, 12, 18, 0, tzinfo=UTC)
+
+
+# --- test databases ------------------------------------------------------------------
+
+
+def with_database(url: str, name: str) -> str:
+    """The server URL `url` naming the database `name`."""
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path=f"/{name}"))
+
+
+async def new_database(admin_url: str, template: str | None) -> str:
+    """Create a database with a fresh name, cloned from `template` when given; its name."""
+    name = f"events_test_{uuid.uuid4().hex[:12]}"
+    conn = await asyncpg.connect(admin_url)
+    try:
+        clause = f' TEMPLATE "{template}"' if template else ""
+        await conn.execute(f'CREATE DATABASE "{name}"{clause}')
+    finally:
+        await conn.close()
+    return name
+
+
+async def drop_database(admin_url: str, name: str) -> None:
+    """Drop the database `name`, closing the connections still open on it."""
+    conn = await asyncpg.connect(admin_url)
+    try:
+        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await conn.close()
+
+
+# --- the API and the rows a probe sets up --------------------------------------------
+
+
+class Api:
+    """An httpx client on the real ASGI app plus token minting."""
+
+    def __init__(self, app: Any, pool: asyncpg.Pool) -> None:
+        self.app = app
+        self.pool = pool
+        self.client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE)
+
+    async def token(self, *scopes: str, company: uuid.UUID | None = None) -> dict[str, str]:
+        token, _ = await create_token(
+            self.pool, "probe", list(scopes) or ["*"], company, datetime.now(UTC)
+        )
+        return {"Authorization": f"Bearer {token}"}
+
+
+def event_body(**over: Any) -> dict[str, Any]:
+    """The body of a valid event (2027-05-10 09:00 to 2027-05-12 18:00 UTC, 100 seats)."""
+    body: dict[str, Any] = {
+        "name": "PyCon Lisbon",
+        "date_begin": "2027-05-10T09:00:00+00:00",
+        "date_end": "2027-05-12T18:00:00+00:00",
+        "date_tz": "Europe/Lisbon",
+        "seats_limited": True,
+        "seats_max": 100,
+    }
+    body.update(over)
+    return body
+
+
+async def make_event(admin: httpx.AsyncClient, **over: Any) -> dict[str, Any]:
+    """Create an event from event_body(**over) through the API (201); its view."""
+    r = await admin.post("/admin/events", json=event_body(**over))
+    assert r.status_code == 201, r.text
+    return dict(r.json())
+
+
+async def insert_registration(
+    pool: asyncpg.Pool, event_id: Any, *, ticket: Any = None, slot: Any = None, state: str = "open"
+) -> uuid.UUID:
+    """Set up a registration row directly (tests of constraints that need one)."""
+    async with pool.acquire() as conn:
+        multi = await conn.fetchval("SELECT is_multi_slots FROM event.events WHERE id=$1", event_id)
+        return await conn.fetchval(
+            """INSERT INTO event.registrations (event_id, event_is_multi_slots, event_slot_id,
+                   event_ticket_id, state, barcode)
+               VALUES ($1, $2, $3, $4, $5::event.registration_state, $6) RETURNING id""",
+            event_id,
+            multi,
+            slot,
+            ticket,
+            state,
+            str(uuid.uuid4().int)[:20],
+        )
+
+
+async def add_slot(admin: httpx.AsyncClient, event_id: str, hour: int = 10) -> dict[str, Any]:
+    """A one-hour slot on 2027-05-10 (inside event_body's dates)."""
+    begin, end = f"2027-05-10T{hour:02}:00:00Z", f"2027-05-10T{hour + 1:02}:00:00Z"
+    body = {"event_id": event_id, "date_begin": begin, "date_end": end}
+    r = await admin.post("/admin/slots", json=body)
+    assert r.status_code == 201, r.text
+    return dict(r.json())
+
+
+async def add_ticket(admin: httpx.AsyncClient, event_id: str, **fields: Any) -> dict[str, Any]:
+    """A ticket of the event, named "T" unless `fields` say otherwise (201)."""
+    r = await admin.post("/admin/tickets", json={"event_id": event_id, "name": "T", **fields})
+    assert r.status_code == 201, r.text
+    return dict(r.json())
+
+
+async def seed(api: Api, event_id: str, n: int) -> None:
+    """n open attendees with an email, inserted in one statement (G1 <g1@example.org> ...)."""
+    async with api.pool.acquire() as conn:
+        await conn.execute(
+            "INSERT INTO event.registrations (event_id, barcode, name, email, date_open)"
+            " SELECT $1, g::text, 'G' || g, 'g' || g || '@example.org', now()"
+            " FROM generate_series(1, $2) g",
+            uuid.UUID(event_id),
+            n,
+        )
+
+
+class Directory:
+    """A host's partner directory that answers `contact` for every partner."""
+
+    def __init__(self, contact: PartnerContact | None) -> None:
+        self._contact = contact
+
+    async def contact(self, partner_id: uuid.UUID) -> PartnerContact | None:
+        return self._contact
+
+
+# --- the mail scheduler ----------------------------------------------------------------
+
+
+def ports(pool: asyncpg.Pool) -> Ports:
+    """The standalone renderer and outbox queue, as a pass needs them."""
+    return Ports(template_renderer=StoreRenderer(), mail_queue=OutboxQueue())
+
+
+async def run(
+    api: Api,
+    now: datetime,
+    *,
+    batch: int = 50,
+    cap: int = 1000,
+    p: Ports | None = None,
+    **kw: Any,
+) -> Any:
+    """One mail pass at `now` (standalone ports unless `p`); its RunSummary."""
+    # imported here: the mail scheduler's modules are moving into a package
+    from events_svc.verbs.mail.pass_ import run_mail_pass
+    from events_svc.verbs.mail.send import PassOptions
+
+    options = PassOptions(batch=batch, cap=cap, default_sender="events@example.org")
+    return await run_mail_pass(api.pool, p or ports(api.pool), options, now, **kw)
+
+
+async def template(admin: httpx.AsyncClient, body: str = "Hello {{ registration.name }}") -> str:
+    """A stored message template (subject "About {{ event.name }}"); its id."""
+    subject = "About {{ event.name }}"
+    r = await admin.post("/admin/templates", json={"name": "T", "subject": subject, "body": body})
+    assert r.status_code == 201, r.text
+    return str(r.json()["id"])
+
+
+async def scheduler(admin: httpx.AsyncClient, event_id: str, tpl: str, **over: Any) -> dict:
+    """A mail line of the event (one day before it unless `over` says otherwise); its view."""
+    body = {
+        "event_id": event_id,
+        "interval_nbr": 1,
+        "interval_unit": "days",
+        "interval_kind": "before_event",
+        "template_ref": tpl,
+        **over,
+    }
+    r = await admin.post("/admin/mails", json=body)
+    assert r.status_code == 201, r.text
+    return dict(r.json())
+
+
+async def outbox(api: Api, scheduler_id: str | None = None) -> list[asyncpg.Record]:
+    """The queued messages (of one mail line when given), by recipient."""
+    async with api.pool.acquire() as conn:
+        return await conn.fetch(
+            "SELECT * FROM event.outbox_messages WHERE $1::uuid IS NULL OR scheduler_id = $1"
+            " ORDER BY recipient",
+            uuid.UUID(scheduler_id) if scheduler_id else None,
+        )
+
+
+async def exactly_once(api: Api, n: int) -> None:
+    """n messages queued, one per (line, attendee), each with its receipt and no receipt
+    without its message."""
+    async with api.pool.acquire() as conn:
+        row = await conn.fetchrow(
+            "SELECT count(*) AS rows, count(DISTINCT (scheduler_id, registration_id)) AS pairs"
+            " FROM event.outbox_messages"
+        )
+        orphans = await conn.fetchval(
+            "SELECT count(*) FROM event.mail_registrations mr WHERE mr.mail_sent AND NOT EXISTS"
+            " (SELECT 1 FROM event.outbox_messages o WHERE o.scheduler_id = mr.scheduler_id"
+            "  AND o.registration_id = mr.registration_id)"
+        )
+        unreceipted = await conn.fetchval(
+            "SELECT count(*) FROM event.outbox_messages o WHERE NOT EXISTS (SELECT 1 FROM"
+            " event.mail_registrations mr WHERE mr.scheduler_id = o.scheduler_id"
+            " AND mr.registration_id = o.registration_id AND mr.mail_sent)"
+        )
+    assert (row["rows"], row["pairs"], orphans, unreceipted) == (n, n, 0, 0)
+
+
+# --- real service processes ------------------------------------------------------------
+
+
+def free_port() -> int:
+    """A TCP port free on the loopback interface right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def start_serve(
+    db_url: str, port: int, *args: str, output: int = subprocess.DEVNULL, **env: str
+) -> subprocess.Popen[str]:
+    """A real `events-svc serve` process on 127.0.0.1:port, started, not waited for.
+    `args` are serve options (`--workers`, `2`), `env` more EVENT(S)_* variables; its
+    output (stdout and stderr) goes to `output`."""
+    environ = {**os.environ, "EVENTS_DATABASE_URL": db_url, "EVENTS_PORT": str(port), **env}
+    return subprocess.Popen(
+        [sys.executable, "-m", "events_svc", "serve", *args],
+        env=environ,
+        stdout=output,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def wait_ready(proc: subprocess.Popen[str], base: str, timeout: float = 60) -> None:
+    """Until GET {base}/readyz answers 200; fails when the process exits first or after
+    `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        assert proc.poll() is None, f"serve exited with {proc.returncode}"
+        assert time.monotonic() < deadline, f"serve was not ready in {timeout} s"
+        try:
+            if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
