@@ -8,6 +8,7 @@ adapters where it has them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, Protocol
 from uuid import UUID
 
@@ -40,15 +41,23 @@ class RefusingPartnerDirectory:
 # --- communication: rendering and queueing --------------------------------------------------
 
 
+class MailErrorKind(StrEnum):
+    """Why a scheduler line (or one recipient) could not be sent."""
+
+    TEMPLATE_UNRESOLVED = "template_unresolved"
+    TEMPLATE_RENDERER_NOT_COMPOSED = "template_renderer_not_composed"
+    RENDER_FAILED = "render_failed"
+    ENQUEUE_REFUSED = "enqueue_refused"
+    RECIPIENT_INVALID = "recipient_invalid"  # one attendee: a failed receipt, not the line
+    BATCH_FAILED = "batch_failed"  # the batch raised: rolled back, recorded afresh
+
+
 class MailRefused(Exception):
-    """A typed reason why one mail could not be rendered or queued.
+    """A typed reason why a batch could not be rendered or queued: a `MailErrorKind`
+    (the scheduler records any other kind as the default of the step that raised). The
+    message never carries attendee data."""
 
-    `kind` is one of the scheduler's failure kinds: template_unresolved,
-    template_renderer_not_composed, render_failed, enqueue_refused, recipient_invalid.
-    The message never carries attendee data.
-    """
-
-    def __init__(self, kind: str, message: str = "") -> None:
+    def __init__(self, kind: MailErrorKind, message: str = "") -> None:
         super().__init__(message or kind)
         self.kind = kind
 
@@ -116,7 +125,9 @@ class RefusingTemplateRenderer:
     line that names a template answers 503 template_renderer_not_composed."""
 
     async def render(self, conn: Any, request: RenderRequest) -> list[Rendered]:
-        raise MailRefused("template_renderer_not_composed", "no template renderer is composed")
+        raise MailRefused(
+            MailErrorKind.TEMPLATE_RENDERER_NOT_COMPOSED, "no template renderer is composed"
+        )
 
     async def template_kind(self, conn: Any, template_ref: UUID) -> str | None:
         raise errors.TemplateRendererNotComposed()
@@ -126,7 +137,7 @@ class RefusingMailQueue:
     """The default when no mail queue is composed: every send fails visibly."""
 
     async def enqueue(self, conn: Any, message: OutgoingMessage) -> None:
-        raise MailRefused("enqueue_refused", "no mail queue is composed")
+        raise MailRefused(MailErrorKind.ENQUEUE_REFUSED, "no mail queue is composed")
 
     async def flush(self, conn: Any) -> None:
         return None

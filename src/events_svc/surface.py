@@ -10,7 +10,7 @@ second seat counter or a second source of truth.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Literal
 from uuid import UUID
@@ -19,7 +19,7 @@ from events_svc.actors import SYSTEM, Actor
 from events_svc.adapters.standalone import standalone_ports
 from events_svc.capabilities import CapabilityCodec
 from events_svc.db import Pool, transaction
-from events_svc.models import AttendeeInput
+from events_svc.models import AttendeeInput, IcsMint, IntakeBody, IntakeMint, MyTicketsMint
 from events_svc.ports import Ports
 from events_svc.scheduler import pass_options
 from events_svc.settings import Settings
@@ -68,48 +68,54 @@ class EventSurface:
         return await get_registration_state(self.pool, self.actor, registration_id)
 
     async def register_intake(
-        self,
-        event_id_or_capability: str,
-        attendees: Sequence[AttendeeInput],
-        *,
-        ticket_id: UUID | None = None,
-        slot_id: UUID | None = None,
+        self, event_id_or_capability: str, body: IntakeBody | dict[str, Any]
     ) -> dict[str, Any]:
-        """The guarded intake, as `POST /intake/{event_id_or_capability}` runs it (without
-        the HTTP throttles): {registrations: [{registration_id, state}], my_tickets_token}."""
+        """The guarded intake, as `POST /intake/{event_id_or_capability}` runs it: the same
+        body model (the intake allowlist), the same verb; only the HTTP throttles are left
+        to the host. {registrations: [{registration_id, state}], my_tickets_token}."""
+        intake = IntakeBody.model_validate(body)
+        attendees = [AttendeeInput.model_validate(a.model_dump()) for a in intake.attendees]
         result, token = await public.register_intake(
-            self.pool, self.codec, event_id_or_capability, list(attendees), self.clock(),
-            ticket_id=ticket_id, slot_id=slot_id,
-        )  # fmt: skip
+            self.pool,
+            self.codec,
+            event_id_or_capability,
+            attendees,
+            self.clock(),
+            ticket_id=intake.event_ticket_id,
+            slot_id=intake.event_slot_id,
+        )
         rows = [{"registration_id": r["id"], "state": r["state"]} for r in result.registrations]
         return {"registrations": rows, "my_tickets_token": token}
 
     async def mint_capability(
-        self,
-        purpose: Purpose,
-        event_id: UUID,
-        *,
-        slot_id: UUID | None = None,
-        registration_ids: Sequence[UUID] = (),
-        ttl_seconds: int | None = None,
+        self, purpose: Purpose, event_id: UUID, spec: dict[str, Any] | None = None
     ) -> dict[str, Any]:
-        """A link token, as the minting routes make it: {token, expires_at} (a tickets
-        link never expires)."""
+        """A link token, as the minting routes make it from the same bodies: `ics`
+        `{slot_id?, ttl_seconds?}`, `intake` `{ttl_seconds?}`, `my_tickets`
+        `{registration_ids}`. Answers {token, expires_at} (a tickets link never expires)."""
         now, s = self.clock(), self.settings
         if purpose == "ics":
-            ttl = ttl_seconds or s.ics_ttl_s
+            ics = IcsMint.model_validate(spec or {})
             token, expires = await public.mint_ics(
-                self.pool, self.actor, self.codec, event_id, slot_id, ttl, now
+                self.pool,
+                self.actor,
+                self.codec,
+                event_id,
+                ics.slot_id,
+                ics.ttl_seconds or s.ics_ttl_s,
+                now,
             )
             return {"token": token, "expires_at": expires}
         if purpose == "intake":
-            ttl = ttl_seconds or s.intake_ttl_s
+            private = IntakeMint.model_validate(spec or {})
+            ttl = private.ttl_seconds or s.intake_ttl_s
             token, expires = await public.mint_intake(
                 self.pool, self.actor, self.codec, event_id, ttl, now
             )
             return {"token": token, "expires_at": expires}
+        tickets = MyTicketsMint.model_validate(spec or {})
         token = await public.mint_my_tickets(
-            self.pool, self.actor, self.codec, event_id, list(registration_ids)
+            self.pool, self.actor, self.codec, event_id, tickets.registration_ids
         )
         return {"token": token, "expires_at": None}
 

@@ -199,3 +199,13 @@ async def test_an_event_with_slotless_registrations_cannot_become_multi_slot(api
     await insert_registration(api.pool, uuid.UUID(ev["id"]))
     r = await admin.patch(f"/admin/events/{ev['id']}", json={"is_multi_slots": True})
     assert r.status_code == 409 and r.json()["error"]["code"] == "registrations_without_slot"
+
+
+async def test_a_stage_with_events_cannot_become_terminal(admin):
+    stage = (await admin.post("/admin/stages", json={"name": "Live"})).json()
+    await make_event(admin, stage_id=stage["id"])
+    r = await admin.patch(f"/admin/stages/{stage['id']}", json={"pipe_end": True})
+    assert r.status_code == 409 and r.json()["error"]["code"] == "stage_in_use"
+    empty = (await admin.post("/admin/stages", json={"name": "Later"})).json()
+    r = await admin.patch(f"/admin/stages/{empty['id']}", json={"pipe_end": True})
+    assert r.status_code == 200 and r.json()["pipe_end"] is True

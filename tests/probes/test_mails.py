@@ -576,8 +576,35 @@ async def test_no_renderer_composed_refuses_lines_loudly(settings, pool):
 
 
 async def test_the_failure_kinds_are_the_database_type(api: Api):
-    from events_svc.verbs.mail.failures import MailErrorKind
+    from events_svc.ports import MailErrorKind
 
     async with api.pool.acquire() as conn:
         labels = await conn.fetchval("SELECT enum_range(NULL::event.mail_error_kind)::text[]")
     assert sorted(labels) == sorted(kind.value for kind in MailErrorKind)
+
+
+async def test_a_failing_partner_directory_fails_its_line_alone(api: Api, admin):
+    """The sender is asked of the host's directory before the claim (no lock held); a
+    directory that raises fails that line, backed off, and the other lines are sent."""
+
+    class Broken:
+        async def contact(self, partner_id: uuid.UUID) -> Any:
+            raise ConnectionError("the directory is down")
+
+    organized = (
+        await admin.post("/admin/events", json=event_body(organizer_id=str(uuid.uuid4())))
+    ).json()
+    plain = (await admin.post("/admin/events", json=event_body())).json()
+    await people(admin, organized["id"], 1)
+    await people(admin, plain["id"], 1)
+    broken = await scheduler(admin, organized["id"], await template(admin))
+    fine = await scheduler(admin, plain["id"], await template(admin))
+    store = Ports(
+        partner_directory=Broken(), template_renderer=StoreRenderer(), mail_queue=OutboxQueue()
+    )
+    s = await run(api, BEGIN, p=store)
+    assert (s.sent, s.failures) == (1, {"batch_failed": 1})
+    view = await mail(admin, broken["id"])
+    assert (view["error_kind"], view["error_detail"]) == ("batch_failed", "ConnectionError")
+    assert view["next_attempt_at"] is not None
+    assert (await mail(admin, fine["id"]))["mail_state"] == "sent"

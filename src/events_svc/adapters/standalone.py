@@ -18,7 +18,14 @@ from uuid import UUID
 import jinja2
 
 from events_svc import templating
-from events_svc.ports import MailRefused, OutgoingMessage, Ports, Rendered, RenderRequest
+from events_svc.ports import (
+    MailErrorKind,
+    MailRefused,
+    OutgoingMessage,
+    Ports,
+    Rendered,
+    RenderRequest,
+)
 
 _TEMPLATE = """
 SELECT subject, body FROM event.message_templates WHERE id = $1 AND kind = $2::event.template_kind
@@ -50,14 +57,14 @@ class StoreRenderer:
         row = await conn.fetchrow(_TEMPLATE, ref, kind)
         if row is None:
             self._cache.pop((ref, kind), None)
-            raise MailRefused("template_unresolved", f"no {kind} template {ref}")
+            raise MailRefused(MailErrorKind.TEMPLATE_UNRESOLVED, f"no {kind} template {ref}")
         try:
             compiled = (
                 templating.compile_template(row["subject"]),
                 templating.compile_template(row["body"]),
             )
         except templating.RenderFailed as exc:  # stored before templates were checked
-            raise MailRefused("render_failed", str(exc)) from None
+            raise MailRefused(MailErrorKind.RENDER_FAILED, str(exc)) from None
         self._cache[(ref, kind)] = (time.monotonic(), *compiled)
         return compiled
 
@@ -68,7 +75,7 @@ class StoreRenderer:
         except templating.RenderFailed as exc:
             # the next attempt reads the template again: an operator's fix applies at once
             self._cache.pop((request.template_ref, request.template_kind), None)
-            raise MailRefused("render_failed", str(exc)) from None
+            raise MailRefused(MailErrorKind.RENDER_FAILED, str(exc)) from None
         return [Rendered(subject=s, body=b) for s, b in texts]
 
     async def template_kind(self, conn: Any, template_ref: UUID) -> str | None:

@@ -130,9 +130,13 @@ async def list_event_questions(ctx: Ctx, actor: Read, event_id: UUID) -> Respons
 )
 async def link_question(ctx: Ctx, actor: Write, event_id: UUID, body: QuestionLink) -> Response:
     items = await question_verbs.link_question(
-        ctx.db(), actor, event_id, body.question_id, body.sequence,
+        ctx.db(),
+        actor,
+        event_id,
+        body.question_id,
+        body.sequence,
         once_per_order=body.once_per_order,
-    )  # fmt: skip
+    )
     return answer(Page[EventQuestionView], {"items": items, "next_cursor": None}, status_code=201)
 
 

@@ -137,6 +137,9 @@ async def set_event_tags(conn: Connection, event_id: UUID, tag_ids: list[UUID]) 
     await conn.execute(_INSERT_TAGS, event_id, tag_ids)
 
 
+_STAGE_HAS_EVENTS = "SELECT EXISTS (SELECT 1 FROM event.events WHERE stage_id = $1)"
+
+
 def _validate(noun: Noun, values: dict[str, Any]) -> None:
     if "date_tz" in noun.fields and values.get("date_tz") is not None:
         check_timezone(values["date_tz"])
@@ -186,6 +189,12 @@ async def patch(
         new = merge_patch(dict(current), changes, noun.not_null)
         _validate(noun, changes)
         changed = sorted(f for f in noun.fields if new[f] != current[f])
+        # events reach a terminal stage only through mark-done, one by one, audited
+        turning_terminal = noun is STAGES and "pipe_end" in changed and new["pipe_end"]
+        if turning_terminal and await conn.fetchval(_STAGE_HAS_EVENTS, obj_id):
+            raise errors.StageInUse(
+                "Events are in this stage; mark them done instead.", field="pipe_end"
+            )
         if changed:
             await conn.execute(noun.update_sql, obj_id, *(new[f] for f in noun.fields), now)
             await write_audit(

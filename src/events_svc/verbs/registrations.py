@@ -2,13 +2,16 @@
 the partner sync, and the reads (masked unless the caller may see PII).
 
 Every state change goes through `transition()`: the four verbs (`confirm`,
-`set_draft`, `set_done`, `cancel`) are any-to-any. Entering `open` or `done`
-from a seat-free state re-checks seats under the locks; entering `open` from
-`draft` or `cancel` arms the schedulers (re-confirming an open row, and
-`open -> done`, never do); `done` stamps `date_closed` when it is empty.
-Changing an attendee's details retries the mails that failed for that attendee
-alone (`arming.retry_failed_mails`). Lock order: event row, then slot and ticket
-rows when seats are re-checked, then the registration row, then scheduler rows.
+`set_draft`, `set_done`, `cancel`) move between `draft`, `open` and `done` freely and
+into `cancel`; a cancelled registration leaves `cancel` only through reactivation
+(409 `use_reactivate`), and nothing enters `open` on a cancelled event. A change that
+makes the row hold a seat (`event.holds_seat`, asked of the database) re-checks seats
+under the locks; entering `open` from `draft` or `cancel` arms the schedulers
+(re-confirming an open row, and `open -> done`, never do); `done` stamps
+`date_closed` when it is empty. Changing an attendee's address retries the mails
+that failed for that attendee alone (`arming.retry_failed_mails`). Lock order: event
+row, then slot and ticket rows when seats are re-checked, then the registration row,
+then scheduler rows.
 `version` is bumped by every write and checked against If-Match when sent;
 every write is audited.
 """
@@ -16,13 +19,13 @@ every write is audited.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 from uuid import UUID
 
 from events_svc import errors
 from events_svc.actors import Actor
 from events_svc.db import Connection, Pool, connection, must, transaction
-from events_svc.models import REGISTRATION_WRITABLE, RegistrationPatch
+from events_svc.models import REGISTRATION_WRITABLE, RegistrationPatch, RegistrationState
 from events_svc.ports import PartnerDirectory
 from events_svc.verbs.audit import write_audit
 from events_svc.verbs.common import check_if_match, clamp_limit, decode_cursor, page
@@ -30,8 +33,15 @@ from events_svc.verbs.mail.arming import arm_entering_open, retry_failed_mails
 from events_svc.verbs.pii import mask_registration
 from events_svc.verbs.seats import ensure_seats
 
-State = Literal["draft", "open", "done", "cancel"]
-SEAT_STATES = ("open", "done")
+State = RegistrationState
+# whether a change makes a row hold a seat, or become one the scheduler mails: the two
+# rules asked of their one definition
+_ENTERING = """
+SELECT event.holds_seat($3::event.registration_state, $4)
+       AND NOT event.holds_seat($1::event.registration_state, $2) AS takes_seat,
+       event.gets_mail($3::event.registration_state, $4)
+       AND NOT event.gets_mail($1::event.registration_state, $2) AS gets_mail
+"""
 
 _READ_MANY = "SELECT * FROM event.registration_view r WHERE r.id = ANY($1::uuid[])"
 _GET = """
@@ -188,13 +198,21 @@ async def _locked(
     return event, ticket, reg
 
 
-def _check_may_open(event: dict[str, Any], current: State) -> None:
-    """A cancelled registration comes back only through reactivation; nothing enters
+def _check_way_out(event: dict[str, Any], current: State, target: State) -> None:
+    """A cancelled registration leaves `cancel` only through reactivation; nothing enters
     `open` on a cancelled event (kanban `cancel` fences every way in)."""
     if current == "cancel":
         raise errors.UseReactivate()
-    if event["kanban_state"] == "cancel":
+    if target == "open" and event["kanban_state"] == "cancel":
         raise errors.EventCancelled()
+
+
+async def _entering(
+    conn: Connection, before: tuple[str, bool], after: tuple[str, bool]
+) -> tuple[bool, bool]:
+    """(the change makes the row hold a seat, the change makes it one the scheduler mails)."""
+    row = must(await conn.fetchrow(_ENTERING, *before, *after))
+    return bool(row["takes_seat"]), bool(row["gets_mail"])
 
 
 async def transition(
@@ -212,9 +230,10 @@ async def transition(
         check_if_match(reg["version"], if_match, name="version")
         current = reg["state"]
         if current != target:
-            if target == "open":
-                _check_may_open(event, current)
-            if target in SEAT_STATES and current not in SEAT_STATES and reg["active"]:
+            _check_way_out(event, current, target)
+            active = reg["active"]
+            takes_seat, _ = await _entering(conn, (current, active), (target, active))
+            if takes_seat:
                 await ensure_seats(conn, event, reg["event_slot_id"], ticket, 1)
             await conn.execute(_SET_STATE, registration_id, target, now)
             if target == "open" and current in ("draft", "cancel") and reg["active"]:
@@ -247,10 +266,12 @@ async def set_active(
         event, ticket, reg = await _locked(conn, actor, registration_id, seats=active)
         check_if_match(reg["version"], if_match, name="version")
         if reg["active"] != active:
-            if active and reg["state"] in SEAT_STATES:
+            state = reg["state"]
+            takes_seat, gets_mail = await _entering(conn, (state, not active), (state, active))
+            if takes_seat:
                 await ensure_seats(conn, event, reg["event_slot_id"], ticket, 1)
             await conn.execute(_SET_ACTIVE, registration_id, active, now)
-            if active and reg["state"] in SEAT_STATES:
+            if gets_mail:
                 # eligible again: the mails it missed are owed (its date_open is kept)
                 await arm_entering_open(conn, event["id"], [registration_id], now, stamped=True)
             verb = "registration_unarchived" if active else "registration_archived"
@@ -327,8 +348,8 @@ async def _write_attendee(
             event_id=event_id,
             summary={"fields": changed},
         )
-        # the attendee's details changed: mails that failed for them alone are tried again
-        await retry_failed_mails(conn, event_id, reg["id"], reg["event_slot_id"], now)
+        if {"email", "phone"}.intersection(changed):  # a new address: failed mails retried
+            await retry_failed_mails(conn, event_id, reg["id"], reg["event_slot_id"], now)
     return (await read_many(conn, [reg["id"]]))[0]
 
 

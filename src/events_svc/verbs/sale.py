@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-State = Literal["draft", "open", "done", "cancel"]
+from events_svc.models import RegistrationState
+
+State = RegistrationState
 SaleStatus = Literal["free", "sold", "to_pay"]
 OrderState = Literal["draft", "sent", "sale", "cancel"]
 

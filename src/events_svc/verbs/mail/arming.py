@@ -8,7 +8,7 @@ scheduler's interval); event-based ones that already finished are reopened (the
 late registrant is owed their mail); then a NOTIFY wakes the scheduler loops.
 Unarchiving an `open`/`done` row arms the same way, keeping its `date_open`.
 Re-confirming an open row and `open -> done` never come here. When an attendee's
-details change, the mails that failed for that attendee
+address changes, the mails that failed for that attendee
 alone (no usable address) are forgotten and their schedulers reopened, so the
 next pass tries again. Verbs never send anything themselves.
 

@@ -20,7 +20,7 @@ from uuid import UUID
 
 from events_svc.actors import SYSTEM
 from events_svc.db import Connection, must
-from events_svc.ports import Ports
+from events_svc.ports import MailErrorKind, Ports
 from events_svc.verbs.audit import write_audit
 from events_svc.verbs.mail.failures import LineFailure
 from events_svc.verbs.mail.schedules import materialize_slot_children
@@ -63,7 +63,7 @@ UPDATE event.mail_registrations SET mail_sent = true, outcome = 'sent', sent_at 
 WHERE id = ANY($1::uuid[])
 """
 _MARK_FAILED = """
-UPDATE event.mail_registrations SET outcome = 'failed', error_kind = 'recipient_invalid',
+UPDATE event.mail_registrations SET outcome = 'failed', error_kind = $3::event.mail_error_kind,
     failed_at = $2
 WHERE id = ANY($1::uuid[])
 """
@@ -105,7 +105,7 @@ SELECT $1, unnest($2::uuid[]), $3, true, 'sent', $4
 _RECEIPTS_FAILED = """
 INSERT INTO event.mail_registrations (scheduler_id, registration_id, scheduled_date, outcome,
     error_kind, failed_at)
-SELECT $1, unnest($2::uuid[]), $3, 'failed', 'recipient_invalid', $4
+SELECT $1, unnest($2::uuid[]), $3, 'failed', $5::event.mail_error_kind, $4
 ON CONFLICT ON CONSTRAINT mail_registrations_scheduler_registration_key DO NOTHING
 """
 _DROP = """
@@ -228,7 +228,9 @@ class LineBatch:
         if queued:
             await conn.execute(_MARK_SENT, [receipts[i] for i in queued], self.now)
         if bad:
-            await conn.execute(_MARK_FAILED, [receipts[i] for i in bad], self.now)
+            await conn.execute(
+                _MARK_FAILED, [receipts[i] for i in bad], self.now, MailErrorKind.RECIPIENT_INVALID
+            )
         nxt = await conn.fetchval(_AFTER_SUB_NEXT, m["id"])
         lacking = more_to_materialize or (
             nxt is None and await conn.fetchval(_LACKING, m["id"], m["event_id"])
@@ -266,7 +268,14 @@ class LineBatch:
         if queued:
             await conn.execute(_RECEIPTS_SENT, m["id"], queued, m["scheduled_date"], self.now)
         if bad:
-            await conn.execute(_RECEIPTS_FAILED, m["id"], bad, m["scheduled_date"], self.now)
+            await conn.execute(
+                _RECEIPTS_FAILED,
+                m["id"],
+                bad,
+                m["scheduled_date"],
+                self.now,
+                MailErrorKind.RECIPIENT_INVALID,
+            )
         return len(rows) < size and self.batch.failure is None, new_cursor
 
     async def event_engine(self, size: int) -> None:

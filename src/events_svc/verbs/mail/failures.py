@@ -1,7 +1,8 @@
 """A scheduler line's failures: their kinds, their back-off, and their bookkeeping.
 
-`MailErrorKind` is the ONE list of failure kinds; the database type
-`event.mail_error_kind` holds the same values (a probe compares them). A line
+`ports.MailErrorKind` is the ONE list of failure kinds (a host's renderer and queue
+raise them); the database type `event.mail_error_kind` holds the same values (a probe
+compares them). A line
 failure is recorded on its row with a safe detail and a back-off: the row is not
 claimed before `next_attempt_at`, one minute after the first failure, doubling up
 to an hour. A success clears it. Each is logged when it starts (or changes kind)
@@ -13,27 +14,16 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from enum import StrEnum
 from typing import Any
 
 from events_svc.db import Connection, Pool, transaction
 from events_svc.diagnostics import error_fields
+from events_svc.ports import MailErrorKind
 
 log = logging.getLogger("events_svc.scheduler")
 
 BACKOFF_FIRST = timedelta(minutes=1)
 BACKOFF_MAX = timedelta(hours=1)
-
-
-class MailErrorKind(StrEnum):
-    """Why a scheduler line (or one recipient) could not be sent."""
-
-    TEMPLATE_UNRESOLVED = "template_unresolved"
-    TEMPLATE_RENDERER_NOT_COMPOSED = "template_renderer_not_composed"
-    RENDER_FAILED = "render_failed"
-    ENQUEUE_REFUSED = "enqueue_refused"
-    RECIPIENT_INVALID = "recipient_invalid"  # one attendee: a failed receipt, not the line
-    BATCH_FAILED = "batch_failed"  # the batch raised: rolled back, recorded afresh
 
 
 # the kinds a port may raise (`ports.MailRefused.kind`); any other is taken as the default

@@ -1,10 +1,10 @@
 """Scheduler lines (event.mails): create, edit, read, with their derived state.
 
-A line's `mail_state` is derived, never stored: `cancelled` when its event is
-cancelled, `error` while a failure is recorded, `sent` once done, `running` when
-some attendees got it, else `scheduled`. Writes lock the event row, then its
-scheduler rows by id (the lock order the pass shares), and recompute the due times
-of unsent work (`schedules.reschedule_event`). A line's template must exist when the
+A line's `mail_state` is derived, never stored (the view `event.mail_line_view`):
+`cancelled` when its event is cancelled, `error` while a failure is recorded, `sent`
+once done, `running` when some attendees got it, else `scheduled`. Writes lock the
+event row, then its scheduler rows by id (the lock order the pass shares), and recompute
+the due times of unsent work (`schedules.reschedule_event`). A line's template must exist when the
 line is written (asked of the composed template renderer). Editing a line clears its
 back-off.
 """
@@ -26,43 +26,11 @@ from events_svc.verbs.events import get_event_row, lock_event
 from events_svc.verbs.mail.arming import lock_schedulers
 from events_svc.verbs.mail.schedules import reschedule_event
 
-_VIEW = """
-SELECT m.id, m.event_id, m.sequence, m.interval_nbr, m.interval_unit::text AS interval_unit,
-    m.interval_kind::text AS interval_kind, m.template_ref,
-    m.notification_channel::text AS notification_channel, m.scheduled_date, m.mail_done,
-    m.error_kind::text AS error_kind, m.error_datetime, m.error_detail, m.attempts,
-    m.next_attempt_at, m.created_at, m.updated_at,
-    sent.n AS count_sent, dropped.n AS count_dropped, failed.n AS count_failed,
-    (SELECT count(*) FROM event.registrations r
-     WHERE r.event_id = m.event_id AND event.gets_mail(r.state, r.active)
-       AND NOT EXISTS (SELECT 1 FROM event.mail_registrations x WHERE x.scheduler_id = m.id
-                       AND x.registration_id = r.id AND x.outcome <> 'pending')) AS count_pending,
-    CASE WHEN e.kanban_state = 'cancel' THEN 'cancelled'
-         WHEN m.error_datetime IS NOT NULL THEN 'error'
-         WHEN m.mail_done THEN 'sent'
-         WHEN sent.n > 0 THEN 'running'
-         ELSE 'scheduled' END AS mail_state
-FROM event.mails m
-JOIN event.events e ON e.id = m.event_id
-CROSS JOIN LATERAL (SELECT count(*) AS n FROM event.mail_registrations x
-                    WHERE x.scheduler_id = m.id AND x.mail_sent) sent
-CROSS JOIN LATERAL (SELECT count(*) AS n FROM event.mail_registrations x
-                    WHERE x.scheduler_id = m.id AND x.outcome = 'dropped_window_closed') dropped
-CROSS JOIN LATERAL (SELECT count(*) AS n FROM event.mail_registrations x
-                    WHERE x.scheduler_id = m.id AND x.outcome = 'failed') failed
+_GET = """
+SELECT * FROM event.mail_line_view v
+WHERE v.id = $1 AND event.visible_to(v.event_company_id, $2)
 """
-_GET = (
-    _VIEW
-    + """
-WHERE m.id = $1 AND event.visible_to(e.company_id, $2)
-"""
-)
-_LIST = (
-    _VIEW
-    + """
-WHERE m.event_id = $1 ORDER BY m.sequence, m.id
-"""
-)
+_LIST = "SELECT * FROM event.mail_line_view v WHERE v.event_id = $1 ORDER BY v.sequence, v.id"
 _FIND = """
 SELECT m.event_id FROM event.mails m JOIN event.events e ON e.id = m.event_id
 WHERE m.id = $1 AND event.visible_to(e.company_id, $2)

@@ -12,8 +12,9 @@ at `cap` sends; `more` then says work is left.
 A failing line never stops the pass and never makes it spin (see `failures`): it is
 recorded and backed off. A batch that raises anything at all is rolled back and
 recorded as `batch_failed`; only a database that cannot even record that fails the
-pass. A batch that changes nothing ends its row's turn in the pass. Workable rows
-are `event.line_is_live(m, e, now)` and past their due time and back-off.
+pass; a partner directory that fails while the sender is looked up fails that line
+the same way. A batch that changes nothing ends its row's turn in the pass. Workable
+rows are `event.line_is_live(m, e, now)` with `event.line_workable_at(m) <= now`.
 """
 
 from __future__ import annotations
@@ -26,20 +27,18 @@ from uuid import UUID
 
 from events_svc import errors
 from events_svc.db import Connection, Pool, transaction
-from events_svc.ports import Ports
+from events_svc.ports import MailErrorKind, Ports
 from events_svc.verbs.mail import failures
 from events_svc.verbs.mail.engines import Batch, LineBatch
-from events_svc.verbs.mail.failures import MailErrorKind
 from events_svc.verbs.mail.send import PassOptions
 
 # Workable rows: live, due, not backing off; `force` (run this row now) ignores the due
 # time and the back-off. $2 force, $3 one row only, $4 rows already handled in this pass.
 _PICK = """
-SELECT m.id, e.organizer_id, e.company_id
+SELECT m.id, m.event_id, m.attempts, m.error_kind::text AS error_kind, e.organizer_id,
+    e.company_id
 FROM event.mails m JOIN event.events e ON e.id = m.event_id
-WHERE event.line_is_live(m, e, $1)
-  AND ($2::boolean OR (m.scheduled_date <= $1
-                       AND (m.next_attempt_at IS NULL OR m.next_attempt_at <= $1)))
+WHERE event.line_is_live(m, e, $1) AND ($2::boolean OR event.line_workable_at(m) <= $1)
   AND ($3::uuid IS NULL OR m.id = $3) AND NOT (m.id = ANY($4::uuid[]))
 ORDER BY m.scheduled_date NULLS LAST, m.id
 LIMIT 1
@@ -54,12 +53,11 @@ SELECT m.id, m.event_id, m.interval_kind::text AS kind, m.interval_unit::text AS
     e.is_multi_slots
 FROM event.mails m JOIN event.events e ON e.id = m.event_id
 WHERE m.id = $3 AND event.line_is_live(m, e, $1)
-  AND ($2::boolean OR (m.scheduled_date <= $1
-                       AND (m.next_attempt_at IS NULL OR m.next_attempt_at <= $1)))
+  AND ($2::boolean OR event.line_workable_at(m) <= $1)
 FOR UPDATE OF m SKIP LOCKED  -- one instance works a scheduler row at a time
 """
 _NEXT_DUE = """
-SELECT min(greatest(m.scheduled_date, coalesce(m.next_attempt_at, m.scheduled_date)))
+SELECT min(event.line_workable_at(m))
 FROM event.mails m JOIN event.events e ON e.id = m.event_id
 WHERE event.line_is_live(m, e, $1)
 """
@@ -201,7 +199,14 @@ async def run_mail_pass(
             picked = await conn.fetchrow(_PICK, now, force, mail_id, handled)
         if picked is None:
             break
-        sender = await senders.of(picked["organizer_id"], picked["company_id"])  # no lock held
+        try:  # asked before the claim: a host port is never awaited under a row lock
+            sender = await senders.of(picked["organizer_id"], picked["company_id"])
+        except Exception as exc:  # a failing directory fails this line, backed off
+            await failures.record_batch_failure(pool, dict(picked), exc, now)
+            handled.append(picked["id"])
+            summary.failed += 1
+            summary.count(MailErrorKind.BATCH_FAILED)
+            continue
         m: dict[str, Any] | None = None
         try:
             async with transaction(pool) as conn:

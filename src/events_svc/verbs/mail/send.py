@@ -22,9 +22,9 @@ from zoneinfo import ZoneInfo
 
 from events_svc.addresses import is_email, is_phone
 from events_svc.db import Connection
-from events_svc.ports import MailRefused, OutgoingMessage, Ports, RenderRequest
+from events_svc.ports import MailErrorKind, MailRefused, OutgoingMessage, Ports, RenderRequest
 from events_svc.verbs.common import in_zone
-from events_svc.verbs.mail.failures import LINE_FAILURES, LineFailure, MailErrorKind
+from events_svc.verbs.mail.failures import LINE_FAILURES, LineFailure
 
 # (event, slot, registration, now) -> {"ics": url, "my_tickets": url}, "" when unavailable
 LinkBuilder = Callable[[UUID, UUID | None, UUID, datetime], dict[str, str]]
@@ -147,7 +147,7 @@ async def _queue(
     try:  # whatever a template does, it fails its own line (this batch), never the pass
         rendered = await ports.template_renderer.render(conn, request)
         if len(rendered) != len(addressed):
-            raise MailRefused("render_failed", "the renderer answered a partial batch")
+            raise MailRefused(MailErrorKind.RENDER_FAILED, "the renderer answered a partial batch")
     except Exception as exc:
         out.failure = refusal(exc, MailErrorKind.RENDER_FAILED)
         return
