@@ -10,6 +10,7 @@ the suite, 200 in `make fuzz`); generation is derandomized, so a run is reproduc
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import os
 import uuid
@@ -45,14 +46,10 @@ MODES = [GenerationMode.POSITIVE, GenerationMode.NEGATIVE]
 
 
 @pytest.fixture
-def settings_(db_url: str) -> Settings:
+def settings_(settings: Settings) -> Settings:
     # generous windows: the public routes are fuzzed, not throttled (429 stays a valid answer)
-    return Settings(
-        database_url=db_url,
-        pool_min=1,
-        pool_max=4,
-        lock_timeout_ms=2000,
-        scheduler_enabled=False,
+    return dataclasses.replace(
+        settings,
         capability_secrets=(SECRET,),
         intake_public=True,
         rate_limit_ip="100000/minute",
