@@ -16,6 +16,9 @@ the pass loop (standalone template store and outbox, default batch 50 and cap 10
 against a raw-SQL ceiling measured in the same run: the same receipts and outbox rows
 written set-based (`INSERT ... SELECT`) in one transaction.
 
+Part 3. The sale seam (`bench/seam.py`): confirmed facts of 1 to 4 attendees on one hot
+event through HTTP, next to plain registrations and to redeliveries, in the same run.
+
 Database: EVENTS_BENCH_ADMIN_URL (a superuser URL) or a fresh embedded PostgreSQL.
 """
 
@@ -23,30 +26,30 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import os
 import platform
-import secrets
-import socket
-import subprocess
-import sys
-import tempfile
 import time
-from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from urllib.parse import urlsplit, urlunsplit
 from uuid import UUID
 
 import aiohttp
 import asyncpg
-import httpx
 
+from bench.common import (
+    DB,
+    Cell,
+    admin_server,
+    barcode,
+    drive,
+    fresh_event,
+    service,
+    with_db,
+)
+from bench.seam import SEAM_HEADER, seam_run
 from events_svc import migrate
 from events_svc.actors import SYSTEM
 from events_svc.adapters.standalone import standalone_ports
 from events_svc.db import create_pool
-from events_svc.embedded import scratch_server
 from events_svc.models import AttendeeInput
 from events_svc.settings import Settings
 from events_svc.verbs.mail.pass_ import run_mail_pass
@@ -54,67 +57,12 @@ from events_svc.verbs.mail.send import PassOptions
 from events_svc.verbs.register import register
 from events_svc.verbs.tokens import create_token
 
-DB = "events_bench"
 RAW_LOCK = "SELECT id FROM event.events WHERE id = $1 FOR UPDATE"
 RAW_COUNT = (
     "SELECT count(*) FROM event.registrations"
-    " WHERE event_id = $1 AND state IN ('open', 'done') AND active"
+    " WHERE event_id = $1 AND event.holds_seat(state, active, sale_status)"
 )
 RAW_INSERT = "INSERT INTO event.registrations (event_id, barcode) VALUES ($1, $2)"
-NEW_EVENT = """
-INSERT INTO event.events (name, date_begin, date_end, seats_limited, seats_max)
-VALUES ('Hot event', now() + interval '30 days', now() + interval '31 days', true, 100000000)
-RETURNING id
-"""
-SEED = """
-INSERT INTO event.registrations (event_id, barcode, name)
-SELECT $1, ($2::bigint * 1000000 + g)::text, 'Seed' FROM generate_series(1, $3) g
-"""
-
-
-@dataclass
-class Cell:
-    done: int
-    seconds: float
-    latencies: list[float]
-
-    @property
-    def rate(self) -> float:
-        return self.done / self.seconds
-
-    def pct(self, q: float) -> float:
-        if not self.latencies:
-            return float("nan")
-        ordered = sorted(self.latencies)
-        return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
-
-
-def _barcode() -> str:
-    return str(int.from_bytes(secrets.token_bytes(8), "little"))
-
-
-async def drive(workers: int, seconds: float, op: Callable[[int], Awaitable[None]]) -> Cell:
-    """Run `op(worker)` in a loop on `workers` tasks for `seconds`; time each call."""
-    latencies: list[float] = []
-    deadline = time.perf_counter() + seconds
-
-    async def worker(w: int) -> None:
-        while time.perf_counter() < deadline:
-            t0 = time.perf_counter()
-            await op(w)
-            latencies.append(time.perf_counter() - t0)
-
-    start = time.perf_counter()
-    await asyncio.gather(*(worker(w) for w in range(workers)))
-    return Cell(len(latencies), time.perf_counter() - start, latencies)
-
-
-async def fresh_event(admin: asyncpg.Connection, existing: int, seq: int) -> UUID:
-    event_id: UUID = await admin.fetchval(NEW_EVENT)
-    if existing:
-        await admin.execute(SEED, event_id, seq, existing)
-    await admin.execute("VACUUM ANALYZE event.registrations")
-    return event_id
 
 
 async def raw_cell(url: str, event_id: UUID, workers: int, seconds: float) -> Cell:
@@ -125,7 +73,7 @@ async def raw_cell(url: str, event_id: UUID, workers: int, seconds: float) -> Ce
         async with conn.transaction():
             await conn.fetchval(RAW_LOCK, event_id)
             await conn.fetchval(RAW_COUNT, event_id)
-            await conn.execute(RAW_INSERT, event_id, _barcode())
+            await conn.execute(RAW_INSERT, event_id, barcode())
 
     try:
         return await drive(workers, seconds, op)
@@ -165,53 +113,6 @@ async def http_cell(base: str, token: str, event_id: UUID, workers: int, seconds
         return await drive(workers, seconds, op)
 
 
-def _with_db(url: str, name: str) -> str:
-    return urlunsplit(urlsplit(url)._replace(path=f"/{name}"))
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@contextlib.contextmanager
-def admin_server() -> Iterator[str]:
-    given = os.environ.get("EVENTS_BENCH_ADMIN_URL")
-    if given:
-        yield given
-        return
-    with scratch_server("events-bench-") as url:
-        yield url
-
-
-@contextlib.contextmanager
-def service(url: str, pool_max: int) -> Iterator[str]:
-    port = _free_port()
-    env = {**os.environ, "EVENTS_DATABASE_URL": url, "EVENTS_PORT": str(port),
-           "EVENTS_POOL_MAX": str(pool_max), "EVENTS_POOL_MIN": str(min(4, pool_max)),
-           "EVENTS_LOG_LEVEL": "WARNING"}  # fmt: skip
-    with tempfile.TemporaryFile() as log:
-        proc = subprocess.Popen([sys.executable, "-m", "events_svc", "serve"], env=env,
-                                stdout=subprocess.DEVNULL, stderr=log)  # fmt: skip
-        base = f"http://127.0.0.1:{port}"
-        try:
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:
-                with contextlib.suppress(httpx.TransportError):
-                    if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
-                        break
-                time.sleep(0.2)
-            else:
-                log.seek(0)
-                tail = log.read().decode()[-2000:]
-                raise RuntimeError(f"the service did not become ready:\n{tail}")
-            yield base
-        finally:
-            proc.terminate()
-            proc.wait(timeout=30)
-
-
 async def run(
     admin_url: str, sizes: list[int], concurrency: list[int], seconds: float
 ) -> list[str]:
@@ -219,7 +120,7 @@ async def run(
     await admin.execute(f'DROP DATABASE IF EXISTS "{DB}" WITH (FORCE)')
     await admin.execute(f'CREATE DATABASE "{DB}"')
     await admin.close()
-    url = _with_db(admin_url, DB)
+    url = with_db(admin_url, DB)
     conn = await asyncpg.connect(url)
     await migrate.apply(conn, migrate.default_dir())
     pool = await create_pool(url, Settings(database_url=url, pool_min=1, pool_max=2))
@@ -339,7 +240,7 @@ async def reminder_run(admin_url: str, n: int) -> str:
     admin = await asyncpg.connect(admin_url)
     await admin.execute(f'DROP DATABASE IF EXISTS "{DB}" WITH (FORCE)')
     await admin.execute(f'CREATE DATABASE "{DB}"')
-    url = _with_db(admin_url, DB)
+    url = with_db(admin_url, DB)
     conn = await asyncpg.connect(url)
     await migrate.apply(conn, migrate.default_dir())
     await conn.close()
@@ -373,6 +274,8 @@ def main() -> None:
     parser.add_argument("--sizes", default="0,10000,100000",
                         help="existing registrations per cell ('' skips this part)")  # fmt: skip
     parser.add_argument("--concurrency", default="1,8,32")
+    parser.add_argument("--seam", default="0,100000",
+                        help="existing registrations per sale-seam row ('' skips it)")  # fmt: skip
     parser.add_argument("--reminder", type=int, default=100_000,
                         help="attendees of the reminder benchmark (0 skips it)")  # fmt: skip
     args = parser.parse_args()
@@ -393,6 +296,12 @@ def main() -> None:
             rows = asyncio.run(run(admin_url, sizes, concurrency, args.seconds))
             print("\n" + HEADER)
             print("\n".join(rows))
+        seam_sizes = [int(x) for x in args.seam.split(",") if x.strip()]
+        if seam_sizes:
+            print("\nThe sale seam, 32 clients through HTTP:\n" + SEAM_HEADER, flush=True)
+            seam_rows = asyncio.run(seam_run(admin_url, seam_sizes, 32, args.seconds))
+            print("\n" + SEAM_HEADER)
+            print("\n".join(seam_rows))
         if args.reminder:
             line = asyncio.run(reminder_run(admin_url, args.reminder))
             print("\nOne before_event reminder, standalone adapters, default batch and cap:")

@@ -28,7 +28,7 @@ from events_svc.links import BASE_PATH
 from events_svc.models import ADMIN_ERRORS, PUBLIC_ERRORS, error_responses
 from events_svc.observability import CrashGuard, JsonFormatter, PoolCollector, RequestObserver
 from events_svc.ports import Ports
-from events_svc.routes import catalog, events, mails, public, registrations, service
+from events_svc.routes import booths, catalog, events, mails, public, registrations, seam, service
 from events_svc.routes.deps import (
     ActorResolver,
     ServiceContext,
@@ -52,7 +52,9 @@ def admin_router() -> APIRouter:
     router.include_router(registrations.router)  # the hottest routes match first
     router.include_router(events.router)
     router.include_router(catalog.router)
+    router.include_router(booths.router)
     router.include_router(mails.router)
+    router.include_router(seam.router)
     router.include_router(public.mint_router)
     return router
 

@@ -97,6 +97,21 @@ CONSTRAINT_ERRORS: dict[str, type[errors.DomainError] | _FK] = {
     "registration_answers_value_xor": errors.ValidationFailed,
     "mails_event_fkey": (errors.ReferenceNotFound, errors.Conflict),
     "mail_slots_slot_fkey": (errors.ReferenceNotFound, errors.Conflict),
+    # booths (0014): the exclusivity index and the order-line claim are the walls
+    "booth_categories_name_not_blank": errors.ValidationFailed,
+    "booth_categories_product_ref_length": errors.ValidationFailed,
+    "tickets_product_ref_length": errors.ValidationFailed,
+    "booths_name_not_blank": errors.ValidationFailed,
+    "type_booths_name_not_blank": errors.ValidationFailed,
+    "booths_event_fkey": (errors.ReferenceNotFound, errors.EventHasBooths),
+    "booths_category_fkey": (errors.ReferenceNotFound, errors.BoothCategoryInUse),
+    "type_booths_type_fkey": (errors.ReferenceNotFound, errors.Conflict),
+    "type_booths_category_fkey": (errors.ReferenceNotFound, errors.BoothCategoryInUse),
+    "booth_order_lines_event_fkey": (errors.ReferenceNotFound, errors.EventHasBooths),
+    "booth_bookings_booth_fkey": (errors.BoothNotFound, errors.BoothHasBookings),
+    "booth_bookings_order_line_event_fkey": (errors.BoothEventMismatch, errors.Conflict),
+    "booth_bookings_order_line_booth_key": errors.AlreadyLinked,
+    "booths_confirmed_exclusivity": errors.BoothAlreadyConfirmed,
 }
 
 

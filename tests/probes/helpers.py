@@ -99,21 +99,30 @@ async def make_event(admin: httpx.AsyncClient, **over: Any) -> dict[str, Any]:
 
 
 async def insert_registration(
-    pool: asyncpg.Pool, event_id: Any, *, ticket: Any = None, slot: Any = None, state: str = "open"
+    pool: asyncpg.Pool,
+    event_id: Any,
+    *,
+    ticket: Any = None,
+    slot: Any = None,
+    state: str = "open",
+    sale_status: str | None = None,
 ) -> uuid.UUID:
-    """Set up a registration row directly (tests of constraints that need one)."""
+    """Set up a registration row directly (tests of constraints that need one); with a
+    `sale_status`, the row is linked to a fresh sale order."""
     async with pool.acquire() as conn:
         multi = await conn.fetchval("SELECT is_multi_slots FROM event.events WHERE id=$1", event_id)
         return await conn.fetchval(
             """INSERT INTO event.registrations (event_id, event_is_multi_slots, event_slot_id,
-                   event_ticket_id, state, barcode)
-               VALUES ($1, $2, $3, $4, $5::event.registration_state, $6) RETURNING id""",
+                   event_ticket_id, state, barcode, sale_status, sale_order_id)
+               VALUES ($1, $2, $3, $4, $5::event.registration_state, $6, $7::event.sale_status,
+                   CASE WHEN $7 IS NOT NULL THEN gen_random_uuid() END) RETURNING id""",
             event_id,
             multi,
             slot,
             ticket,
             state,
             str(uuid.uuid4().int)[:20],
+            sale_status,
         )
 
 

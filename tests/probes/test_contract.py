@@ -55,6 +55,9 @@ async def world(admin: httpx.AsyncClient) -> dict[str, str]:
 
     event = await make("event", "/admin/events", event_body())
     await make("ticket", "/admin/tickets", {"event_id": event["id"], "name": "T"})
+    category = await make("booth_category", "/admin/booth-categories", {"name": "C"})
+    booth = {"event_id": event["id"], "name": "B", "booth_category_id": category["id"]}
+    await make("booth", "/admin/booths", booth)
     await make("stage", "/admin/stages", {"name": "S"})
     await make("category", "/admin/tag-categories", {"name": "C"})
     await make("tag", "/admin/tags", {"name": "T", "category_id": ids["category"]})
@@ -321,7 +324,8 @@ async def test_views_carry_the_contract_fields(admin: httpx.AsyncClient, world: 
         "seats",
         "tag_ids",
     } <= set(ev)
-    assert {"limited", "cap", "reserved", "used", "taken", "available"} <= set(ev["seats"]["event"])
+    scope = {"limited", "cap", "reserved", "used", "held", "taken", "available"}
+    assert scope <= set(ev["seats"]["event"])
     mail = (await admin.get(f"/admin/mails/{world['mail']}")).json()
     assert {
         "mail_state",
@@ -347,3 +351,6 @@ async def test_views_carry_the_contract_fields(admin: httpx.AsyncClient, world: 
         "created_at",
         "answers",
     } <= set(reg)
+    booth = (await admin.get(f"/admin/booths/{world['booth']}")).json()
+    assert {"event_id", "name", "booth_category_id", "state", "is_paid", "bookings"} <= set(booth)
+    assert {"contact_name", "contact_email", "contact_phone"} <= set(booth)

@@ -23,6 +23,7 @@ async def test_create_event_answers_201_with_revision_etag_and_seats(admin: http
         "cap": 100,
         "reserved": 0,
         "used": 0,
+        "held": 0,
         "taken": 0,
         "available": 100,
     }
@@ -255,7 +256,7 @@ async def test_list_filters_and_paginates_with_an_opaque_cursor(admin: httpx.Asy
     assert r.status_code == 422
 
 
-async def test_seats_read_model_counts_open_and_done_active_rows(api: Api, admin):
+async def test_seats_read_model_counts_open_done_and_held_active_rows(api: Api, admin):
     ev = await make_event(admin, seats_max=10)
     eid = uuid.UUID(ev["id"])
     early = {"event_id": ev["id"], "name": "Early", "seats_max": 3}
@@ -263,8 +264,11 @@ async def test_seats_read_model_counts_open_and_done_active_rows(api: Api, admin
     tid = uuid.UUID(ticket["id"])
     await insert_registration(api.pool, eid, ticket=tid)
     await insert_registration(api.pool, eid, ticket=tid, state="done")
-    await insert_registration(api.pool, eid, state="draft")
+    await insert_registration(api.pool, eid, state="draft")  # an officer's draft: no seat
     await insert_registration(api.pool, eid, state="cancel")
+    await insert_registration(api.pool, eid, state="draft", sale_status="to_pay")  # held
+    await insert_registration(api.pool, eid, state="draft", sale_status="sold")  # no seat
+    await insert_registration(api.pool, eid, state="cancel", sale_status="to_pay")  # no seat
     r = await admin.get(f"/admin/events/{ev['id']}/seats")
     seats = r.json()
     assert seats["event"] == {
@@ -272,8 +276,9 @@ async def test_seats_read_model_counts_open_and_done_active_rows(api: Api, admin
         "cap": 10,
         "reserved": 1,
         "used": 1,
-        "taken": 2,
-        "available": 8,
+        "held": 1,
+        "taken": 3,
+        "available": 7,
     }
     assert seats["tickets"][0]["available"] == 1 and seats["available_min"] == 1
     await insert_registration(api.pool, eid, ticket=tid)

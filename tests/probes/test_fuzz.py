@@ -114,6 +114,14 @@ class World:
         self.post("/admin/events", event_body(date_tz="Europe/Lisbon"), "event")
         self.post(f"/admin/events/{ids['event']}/questions", {"question_id": ids["question"]})
         self.post("/admin/tickets", {"event_id": ids["event"], "name": "Std"}, "ticket")
+        category = {"name": "Corner", "product_ref": "P-1"}
+        self.post("/admin/booth-categories", category, "booth_category")
+        booth_line = {"name": "Hall", "booth_category_id": ids["booth_category"]}
+        self.post(f"/admin/types/{ids['type']}/booths", booth_line)
+        booth = {"event_id": ids["event"], "name": "B1", "booth_category_id": ids["booth_category"]}
+        self.post("/admin/booths", booth, "booth")
+        line = {"order_id": str(uuid.uuid4()), "order_line_id": str(uuid.uuid4())}
+        self.post(f"/admin/booths/{ids['booth']}/bookings", line, "booking")
         self.post(
             "/admin/mails", {"event_id": ids["event"], "template_ref": ids["template"]}, "mail"
         )
@@ -164,6 +172,9 @@ _BY_NAME = {
     "mail_id": ["mail"],
     "template_id": ["template"],
     "event_id_or_capability": ["event", "intake"],
+    "booth_category_id": ["booth_category"],
+    "booth_id": ["booth"],
+    "booking_id": ["booking"],
 }
 _OBJ_BY_COLLECTION = {
     "stages": "stage",
@@ -203,6 +214,7 @@ _SHARED_ROWS = {
     "event_type_id": "type",
     "value_answer_id": "answer",
     "slot_id": "slot",
+    "booth_category_id": "booth_category",
 }
 _VARIANTS = {
     "event": {**_SHARED_ROWS, "event_id": "event", "event_ticket_id": "ticket"},

@@ -24,6 +24,30 @@ class AnswerInUse(Conflict):
     code = "answer_in_use"
 
 
+class BoothAlreadyConfirmed(Conflict):
+    """Another booking of this booth is confirmed; this booking stays pending."""
+
+    code = "booth_already_confirmed"
+
+
+class BoothCategoryInUse(Conflict):
+    """Booths or type booth lines use this category; it cannot be deleted."""
+
+    code = "booth_category_in_use"
+
+
+class BoothHasBookings(Conflict):
+    """The booth has bookings; release it first."""
+
+    code = "booth_has_bookings"
+
+
+class BoothSaleLinked(Conflict):
+    """The booth was booked by an order line; it can never be deleted."""
+
+    code = "booth_sale_linked"
+
+
 class EventArchived(Conflict):
     """The event is archived (active = false); unarchive it first."""
 
@@ -34,6 +58,12 @@ class EventCancelled(Conflict):
     """The event is cancelled."""
 
     code = "event_cancelled"
+
+
+class EventHasBooths(Conflict):
+    """The event has booths; delete them first."""
+
+    code = "event_has_booths"
 
 
 class EventHasRegistrations(Conflict):
@@ -124,3 +154,9 @@ class UseReactivate(Conflict):
     """A cancelled registration comes back only through reactivate."""
 
     code = "use_reactivate"
+
+
+class DeliveryKeyConflict(Conflict):
+    """This delivery key was already used for another fact (another verb or order)."""
+
+    code = "delivery_key_conflict"

@@ -26,6 +26,13 @@ class AnswerRequired(DomainError):
     status = 422
 
 
+class BoothEventMismatch(DomainError):
+    """One order line books booths of one event only, and a booth of this event only."""
+
+    code = "booth_event_mismatch"
+    status = 422
+
+
 class CompanyNotAllowed(DomainError):
     """An actor of a company may only write rows of its own company or shared rows."""
 
@@ -144,6 +151,12 @@ class ReferenceNotFound(DomainError):
 
     code = "reference_not_found"
     status = 422
+
+
+class BoothNotFound(ReferenceNotFound):
+    """A booth named in the body does not exist."""
+
+    code = "booth_not_found"
 
 
 class RegistrationNotInEvent(DomainError):

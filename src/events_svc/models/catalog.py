@@ -4,7 +4,10 @@ lines), tickets and slots; their commands and their views."""
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Annotated
 from uuid import UUID
+
+from pydantic import Field
 
 from events_svc.models.base import (
     Bool,
@@ -23,6 +26,9 @@ from events_svc.models.base import (
     View,
     ZoneName,
 )
+
+# free text naming the host's product (tickets, booth categories): the linked-products read
+ProductRef = Annotated[str, Field(min_length=1, max_length=256)]
 
 # --- stages, tags ----------------------------------------------------------------------------
 
@@ -137,6 +143,13 @@ class TypeQuestionLine(Command):
     sequence: Sequence = 10
 
 
+class TypeBoothLine(Command):
+    """A booth the type creates on each new event (name and category only)."""
+
+    name: Name
+    booth_category_id: UUID
+
+
 class TypeMailLineView(View):
     id: UUID
     sequence: int
@@ -163,6 +176,13 @@ class TypeQuestionLineView(View):
     sequence: int
 
 
+class TypeBoothLineView(View):
+    id: UUID
+    name: str
+    booth_category_id: UUID
+    created_at: datetime
+
+
 class TypeView(View):
     """An event type with the template lines it copies onto new events."""
 
@@ -175,6 +195,7 @@ class TypeView(View):
     mails: list[TypeMailLineView]
     tickets: list[TypeTicketLineView]
     questions: list[TypeQuestionLineView]
+    booths: list[TypeBoothLineView]
     created_at: datetime
     updated_at: datetime
 
@@ -190,6 +211,7 @@ class TicketCreate(Command):
     limit_max_per_order: PerOrder = 0
     start_sale_datetime: Instant | None = None
     end_sale_datetime: Instant | None = None
+    product_ref: ProductRef | None = None
 
 
 class TicketPatch(Command):
@@ -199,6 +221,7 @@ class TicketPatch(Command):
     limit_max_per_order: PerOrder | None = None
     start_sale_datetime: Instant | None = None
     end_sale_datetime: Instant | None = None
+    product_ref: ProductRef | None = None
 
 
 class TicketView(View):
@@ -210,6 +233,7 @@ class TicketView(View):
     limit_max_per_order: int
     start_sale_datetime: datetime | None
     end_sale_datetime: datetime | None
+    product_ref: str | None
     created_at: datetime
     updated_at: datetime
 

@@ -116,7 +116,8 @@ class ScopeSeats(View):
     cap: int
     reserved: int
     used: int
-    taken: int
+    held: int  # drafts of unpaid orders
+    taken: int  # reserved + used + held
     available: int | None
 
 

@@ -53,6 +53,7 @@ class RegistrationPatch(Command):
     sale_status: Any = None
     sale_order_id: Any = None
     sale_order_state: Any = None
+    state_origin: Any = None
     barcode: Any = None
     active: Any = None
     event_id: Any = None
@@ -96,5 +97,7 @@ class RegistrationView(View):
     version: int
     company_id: UUID | None
     answers: list[AnswerValue]
+    # who set the state last on a sale-linked row (`sale` or `officer`), else null
+    state_origin: Literal["sale", "officer"] | None = None
     created_at: datetime
     updated_at: datetime

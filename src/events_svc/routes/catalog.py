@@ -41,6 +41,7 @@ from events_svc.models import (
     TypeView,
     View,
 )
+from events_svc.models.catalog import TypeBoothLine
 from events_svc.routes.deps import Ctx, Cursor, Limit, ServiceContext, answer, require
 from events_svc.verbs import catalog, questions, tickets, types
 
@@ -122,7 +123,7 @@ async def _add_type_line(
     ctx: ServiceContext,
     actor: Actor,
     type_id: UUID,
-    line: TypeMailLine | TypeTicketLine | TypeQuestionLine,
+    line: TypeMailLine | TypeTicketLine | TypeQuestionLine | TypeBoothLine,
 ) -> Response:
     view = await types.add_type_line(
         ctx.db(), actor, type_id, line, ctx.clock(), templates=ctx.ports.template_renderer
@@ -144,6 +145,11 @@ async def add_type_ticket(ctx: Ctx, actor: Write, type_id: UUID, body: TypeTicke
 async def add_type_question(
     ctx: Ctx, actor: Write, type_id: UUID, body: TypeQuestionLine
 ) -> Response:
+    return await _add_type_line(ctx, actor, type_id, body)
+
+
+@router.post("/admin/types/{type_id}/booths", status_code=201, response_model=TypeView)
+async def add_type_booth(ctx: Ctx, actor: Write, type_id: UUID, body: TypeBoothLine) -> Response:
     return await _add_type_line(ctx, actor, type_id, body)
 
 

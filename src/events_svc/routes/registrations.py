@@ -25,6 +25,7 @@ from events_svc.routes.deps import (
     require,
 )
 from events_svc.verbs import registrations as verbs
+from events_svc.verbs import states
 from events_svc.verbs.pii import mask_registration
 from events_svc.verbs.register import register
 
@@ -69,7 +70,8 @@ async def create_registration(
 async def list_registrations(
     ctx: Ctx,
     actor: Read,
-    event_id: UUID,
+    event_id: UUID | None = None,
+    sale_order_id: UUID | None = None,
     state: verbs.State | None = None,
     active: bool | None = None,
     q: SearchText = None,
@@ -82,6 +84,7 @@ async def list_registrations(
         ctx.db(),
         actor,
         event_id,
+        sale_order_id=sale_order_id,
         state=state,
         active=active,
         q=no_nul(q, "q"),
@@ -145,14 +148,14 @@ def _action_route(path: str, run: Action) -> None:
 
 def _to_state(target: verbs.State) -> Action:
     async def run(ctx: Ctx, actor: Actor, rid: UUID, if_match: int | None) -> dict[str, Any]:
-        return await verbs.transition(ctx.db(), actor, rid, target, ctx.clock(), if_match=if_match)
+        return await states.transition(ctx.db(), actor, rid, target, ctx.clock(), if_match=if_match)
 
     return run
 
 
 def _to_active(active: bool) -> Action:
     async def run(ctx: Ctx, actor: Actor, rid: UUID, if_match: int | None) -> dict[str, Any]:
-        return await verbs.set_active(ctx.db(), actor, rid, active, ctx.clock(), if_match=if_match)
+        return await states.set_active(ctx.db(), actor, rid, active, ctx.clock(), if_match=if_match)
 
     return run
 

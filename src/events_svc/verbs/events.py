@@ -31,6 +31,7 @@ from events_svc.verbs.common import (
 )
 from events_svc.verbs.mail.schedules import reschedule_event
 from events_svc.verbs.seats import ensure_cap_covers_taken, event_cap, get_seat_view
+from events_svc.verbs.type_apply import apply_type
 
 # The company fence: a company actor sees its own rows and shared (NULL) rows.
 _GET = """
@@ -81,24 +82,6 @@ UPDATE event.events SET
     badge_format = $18::event.badge_format, active = $19, ics_sequence = $20,
     revision = revision + 1, updated_at = $21
 WHERE id = $1
-"""
-# Template apply, ONCE at create: copies, never links (later type edits never propagate).
-_APPLY_MAILS = """
-INSERT INTO event.mails (event_id, sequence, interval_nbr, interval_unit, interval_kind,
-    template_ref, template_kind, notification_channel, created_at, updated_at)
-SELECT $1, sequence, interval_nbr, interval_unit, interval_kind, template_ref, template_kind,
-    notification_channel, $3, $3
-FROM event.type_mails WHERE type_id = $2 ORDER BY sequence, id
-"""
-_APPLY_TICKETS = """
-INSERT INTO event.tickets (event_id, name, description, seats_max, limit_max_per_order,
-    created_at, updated_at)
-SELECT $1, name, description, seats_max, limit_max_per_order, $3, $3
-FROM event.type_tickets WHERE type_id = $2 ORDER BY created_at, id
-"""
-_APPLY_QUESTIONS = """
-INSERT INTO event.registration_questions (event_id, question_id, sequence)
-SELECT $1, question_id, sequence FROM event.type_questions WHERE type_id = $2
 """
 _SLOTS_OUTSIDE = """
 SELECT count(*) FROM event.slots WHERE event_id = $1 AND (date_begin < $2 OR date_end > $3)
@@ -179,7 +162,8 @@ def _check_url(url: str | None) -> None:
 
 
 async def create_event(pool: Pool, actor: Actor, cmd: EventCreate, now: datetime) -> dict[str, Any]:
-    """Create an event and apply its type's template once (mails, tickets, questions)."""
+    """Create an event and apply its type's template once (mails, tickets, questions,
+    booths; see `type_apply`)."""
     company_id = cmd.company_id if "company_id" in cmd.model_fields_set else actor.company_id
     _check_company(actor, company_id)
     _check_url(cmd.event_url)
@@ -223,26 +207,12 @@ async def create_event(pool: Pool, actor: Actor, cmd: EventCreate, now: datetime
         if cmd.tag_ids:
             await set_event_tags(conn, event_id, cmd.tag_ids)
         applied: dict[str, Any] = {"template_applied": type_row is not None}
-        if type_row is not None:
-            applied["mails"] = _count(
-                await conn.execute(_APPLY_MAILS, event_id, type_row["id"], now)
-            )
-            applied["tickets"] = _count(
-                await conn.execute(_APPLY_TICKETS, event_id, type_row["id"], now)
-            )
-            applied["questions"] = _count(
-                await conn.execute(_APPLY_QUESTIONS, event_id, type_row["id"])
-            )
-            if applied["mails"]:
-                await reschedule_event(conn, event_id, now)
+        if type_row is not None:  # ONCE, at create: copies, never links
+            applied.update(await apply_type(conn, event_id, type_row["id"], now))
         await write_audit(
             conn, actor, "event_created", "event", event_id, event_id=event_id, summary=applied
         )
         return await event_view(conn, await get_event_row(conn, actor, event_id), now)
-
-
-def _count(status: str) -> int:
-    return int(status.rsplit(" ", 1)[-1])
 
 
 async def get_event(pool: Pool, actor: Actor, event_id: UUID, now: datetime) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 from uuid import UUID
 
 from events_svc import errors
@@ -59,15 +59,18 @@ WITH new AS (
 ), ins AS (
     INSERT INTO event.registrations (event_id, event_is_multi_slots, event_slot_id,
         event_ticket_id, state, name, email, phone, company_name, partner_id, barcode,
-        company_id, date_open, created_at, updated_at)
-    SELECT $1, $2, $3, $4, 'open', name, email, phone, company_name, $10, barcode, $11,
-        $12, $12, $12
+        company_id, date_open, created_at, updated_at, sale_status, sale_order_id,
+        sale_order_state, sale_amount_is_zero, state_origin)
+    SELECT $1, $2, $3, $4, $17::event.registration_state, name, email, phone, company_name,
+        $10, barcode, $11, CASE WHEN $17 = 'open' THEN $12::timestamptz END, $12, $12,
+        $18::event.sale_status, $19, $20::event.sale_order_state, $21,
+        $22::event.state_origin
     FROM new
     ON CONFLICT ON CONSTRAINT registrations_barcode_key DO NOTHING
     RETURNING id, event_id, event_slot_id, event_ticket_id, state::text AS state,
         sale_status::text AS sale_status, sale_order_id, name, email, phone, company_name,
         partner_id, barcode, active, date_open, date_closed, version, company_id, created_at,
-        updated_at, '[]'::jsonb AS answers
+        updated_at, '[]'::jsonb AS answers, state_origin::text AS state_origin
 ), audit AS (
     INSERT INTO event.event_audit_log
         (actor_id, actor_kind, company_id, verb, object_kind, object_id, event_id, summary)
@@ -86,6 +89,22 @@ _IDENTITY_KINDS = {"name", "email", "phone", "company_name"}
 def new_barcode() -> str:
     """8 random bytes, little-endian, as a decimal string (Code128C-compact)."""
     return str(int.from_bytes(secrets.token_bytes(8), "little"))
+
+
+MintState = Literal["open", "draft", "cancel"]
+
+
+@dataclass(frozen=True)
+class SaleMint:
+    """How the sale seam mints an order line's attendees: the (state, sale_status) the
+    truth table gave (`open` and armed, `draft` holding its seat, or `cancel` for an order
+    cancelled before it was confirmed: no seat), and the order."""
+
+    order_id: UUID
+    state: MintState
+    sale_status: str
+    order_state: str
+    amount_is_zero: bool
 
 
 @dataclass
@@ -209,61 +228,100 @@ async def register(
     require_mandatory: bool = False,
 ) -> Registered:
     """Take one seat per attendee, all or none (locks: event, slot, ticket rows)."""
+    async with transaction(pool) as conn:
+        return await register_in(
+            conn,
+            actor,
+            event_id,
+            attendees,
+            now,
+            slot_id=slot_id,
+            ticket_id=ticket_id,
+            partner_id=partner_id,
+            source=source,
+            require_mandatory=require_mandatory,
+        )
+
+
+async def register_in(
+    conn: Connection,
+    actor: Actor,
+    event_id: UUID,
+    attendees: list[AttendeeInput],
+    now: datetime,
+    *,
+    slot_id: UUID | None = None,
+    ticket_id: UUID | None = None,
+    partner_id: UUID | None = None,
+    source: str = "admin",
+    require_mandatory: bool = False,
+    sale: SaleMint | None = None,
+) -> Registered:
+    """The register verb inside the caller's transaction (the sale seam's delivery)."""
     if not attendees:
         raise errors.ValidationFailed("At least one attendee is required.")
-    async with transaction(pool) as conn:
-        event, ticket = await _lock_scope(conn, actor, event_id, slot_id, ticket_id)
-        if event["kanban_state"] == "cancel":
-            raise errors.EventCancelled()
-        cap = MAX_GROUP
-        if ticket is not None:
-            _check_sale_window(ticket, now)
-            if ticket["limit_max_per_order"] > 0:
-                cap = ticket["limit_max_per_order"]
-        if len(attendees) > cap:
-            raise errors.PerOrderCapExceeded(maximum=cap, requested=len(attendees))
-        needs_questions = require_mandatory or any(a.answers for a in attendees)
-        questions = (
-            {q["id"]: dict(q) for q in await conn.fetch(_QUESTIONS, event_id)}
-            if needs_questions
-            else {}
-        )
-        group = _share_general_answers(attendees, questions)
-        resolved = [_resolve_answers(a, questions, require_mandatory) for a in group]
+    event, ticket = await _lock_scope(conn, actor, event_id, slot_id, ticket_id)
+    if event["kanban_state"] == "cancel":
+        raise errors.EventCancelled()
+    cap = MAX_GROUP
+    if ticket is not None:
+        _check_sale_window(ticket, now)
+        if ticket["limit_max_per_order"] > 0:
+            cap = ticket["limit_max_per_order"]
+    if len(attendees) > cap:
+        raise errors.PerOrderCapExceeded(maximum=cap, requested=len(attendees))
+    needs_questions = require_mandatory or any(a.answers for a in attendees)
+    questions = (
+        {q["id"]: dict(q) for q in await conn.fetch(_QUESTIONS, event_id)}
+        if needs_questions
+        else {}
+    )
+    group = _share_general_answers(attendees, questions)
+    resolved = [_resolve_answers(a, questions, require_mandatory) for a in group]
+    if sale is None or sale.state != "cancel":  # a cancelled row holds no seat
         await ensure_seats(conn, event, slot_id, ticket, len(attendees))
-        views = await _insert(
-            conn, actor, event, slot_id, ticket_id, partner_id, attendees, resolved, now, source
+    views = await _insert(
+        conn,
+        actor,
+        event,
+        (slot_id, ticket_id, partner_id),
+        attendees,
+        resolved,
+        now,
+        source,
+        sale,
+    )
+    ids = [v["id"] for v in views]
+    answer_rows = [(rid, a) for rid, (_, rows) in zip(ids, resolved, strict=True) for a in rows]
+    if answer_rows:
+        await conn.execute(
+            _INSERT_ANSWERS,
+            [rid for rid, _ in answer_rows],
+            [a.question_id for _, a in answer_rows],
+            [a.value_answer_id for _, a in answer_rows],
+            [a.value_text for _, a in answer_rows],
         )
-        ids = [v["id"] for v in views]
-        answer_rows = [(rid, a) for rid, (_, rows) in zip(ids, resolved, strict=True) for a in rows]
-        if answer_rows:
-            await conn.execute(
-                _INSERT_ANSWERS,
-                [rid for rid, _ in answer_rows],
-                [a.question_id for _, a in answer_rows],
-                [a.value_answer_id for _, a in answer_rows],
-                [a.value_text for _, a in answer_rows],
-            )
-        if event["has_schedulers"]:
-            await arm_entering_open(conn, event_id, ids, now, stamped=True)
-        if answer_rows:  # the views carry no answers yet: read them back
-            views = await read_many(conn, ids)
-        return Registered(event_id, views)
+    if event["has_schedulers"] and (sale is None or sale.state == "open"):
+        await arm_entering_open(conn, event_id, ids, now, stamped=True)
+    if answer_rows:  # the views carry no answers yet: read them back
+        views = await read_many(conn, ids)
+    return Registered(event_id, views)
 
 
 async def _insert(
     conn: Connection,
     actor: Actor,
     event: dict[str, Any],
-    slot_id: UUID | None,
-    ticket_id: UUID | None,
-    partner_id: UUID | None,
+    refs: tuple[UUID | None, UUID | None, UUID | None],
     attendees: list[AttendeeInput],
     resolved: list[tuple[dict[str, str], list[AnswerInput]]],
     now: datetime,
     source: str,
+    sale: SaleMint | None,
 ) -> list[dict[str, Any]]:
     """Insert every attendee; rows whose barcode collided are retried with a new one."""
+    slot_id, ticket_id, partner_id = refs
+    state = sale.state if sale is not None else "open"
     fields = []
     for attendee, (identity, _) in zip(attendees, resolved, strict=True):
         values = {k: getattr(attendee, k) or identity.get(k, "") for k in _IDENTITY_KINDS}
@@ -291,7 +349,13 @@ async def _insert(
             actor.id,
             actor.kind,
             actor.company_id,
-            {"source": source, "state": "open"},
+            {"source": source, "state": state},
+            state,
+            sale.sale_status if sale else None,
+            sale.order_id if sale else None,
+            sale.order_state if sale else None,
+            sale.amount_is_zero if sale else None,
+            "sale" if sale else None,
         )
         for row in rows:
             views[codes[row["barcode"]]] = dict(row)

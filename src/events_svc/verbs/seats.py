@@ -1,8 +1,9 @@
 """Seat truth: the ONE seat counter of the service.
 
-A seat is a registration for which `event.holds_seat(state, active)` holds (the one
-definition, in SQL: today `open` or `done`, and active); nothing is stored.
-`reserved` counts open rows, `used` done rows, `taken` both, and `available = cap -
+A seat is a registration for which `event.holds_seat(state, active, sale_status)` holds
+(the one definition, in SQL: an active `open` or `done` row, or an active `draft` of an
+unpaid order, `sale_status = to_pay`); nothing is stored. `reserved` counts open rows,
+`used` done rows, `held` the unpaid drafts, `taken` all three, and `available = cap -
 taken` only when the cap is above 0 (0 or less is unlimited, everywhere). On a
 multi-slot event the event cap applies per slot, so the event-level cap is
 `seats_max * slot count`. Every read of seats comes from `get_seat_view`; the register
@@ -23,22 +24,25 @@ from events_svc.db import Connection
 _TAKEN_BY_SCOPE = """
 SELECT event_ticket_id, event_slot_id, state::text AS state, count(*) AS n
 FROM event.registrations
-WHERE event_id = $1 AND event.holds_seat(state, active)
+WHERE event_id = $1 AND event.holds_seat(state, active, sale_status)
 GROUP BY event_ticket_id, event_slot_id, state
 """
 _TICKETS = "SELECT id, seats_max FROM event.tickets WHERE event_id = $1 ORDER BY created_at, id"
 _SLOTS = "SELECT id FROM event.slots WHERE event_id = $1 ORDER BY date_begin, id"
 
 
-def scope_view(cap: int, reserved: int, used: int) -> dict[str, Any]:
-    """{limited, cap, reserved, used, taken, available}; available is None when unlimited."""
+def scope_view(cap: int, counts: Counter[str]) -> dict[str, Any]:
+    """{limited, cap, reserved, used, held, taken, available} from the seat-holding rows
+    counted by state; available is None when unlimited."""
     limited = cap > 0
-    taken = reserved + used
+    reserved, used, held = counts["open"], counts["done"], counts["draft"]
+    taken = reserved + used + held
     return {
         "limited": limited,
         "cap": cap if limited else 0,
         "reserved": reserved,
         "used": used,
+        "held": held,
         "taken": taken,
         "available": max(cap - taken, 0) if limited else None,
     }
@@ -68,18 +72,18 @@ async def get_seat_view(conn: Connection, event: dict[str, Any]) -> dict[str, An
             by_slot.setdefault(row["event_slot_id"], Counter())[row["state"]] += n
     per_slot_cap = event_cap(event)
     factor = max(len(slots), 1) if multi else 1
-    event_view = scope_view(per_slot_cap * factor, by_event["open"], by_event["done"])
+    event_view = scope_view(per_slot_cap * factor, by_event)
     event_full = event_view["limited"] and event_view["available"] == 0
     ticket_views = []
     for t in tickets:
         c = by_ticket.get(t["id"], Counter())
-        view = scope_view(max(int(t["seats_max"]), 0) * factor, c["open"], c["done"])
+        view = scope_view(max(int(t["seats_max"]), 0) * factor, c)
         own_full = view["limited"] and view["available"] == 0
         ticket_views.append({"ticket_id": t["id"], **view, "is_sold_out": event_full or own_full})
     slot_views = []
     for s in slots:
         c = by_slot.get(s["id"], Counter())
-        view = scope_view(per_slot_cap, c["open"], c["done"])
+        view = scope_view(per_slot_cap, c)
         own_full = view["limited"] and view["available"] == 0
         slot_views.append({"slot_id": s["id"], **view, "is_sold_out": own_full})
     limited_avail = [v["available"] for v in [event_view, *ticket_views] if v["limited"]]
@@ -99,19 +103,19 @@ async def get_seat_view(conn: Connection, event: dict[str, Any]) -> dict[str, An
 # each an index-only scan of its partial index (registrations_seat_*_idx).
 _COUNT_EVENT = """
 SELECT count(*) FROM event.registrations
-WHERE event_id = $1 AND event.holds_seat(state, active)
+WHERE event_id = $1 AND event.holds_seat(state, active, sale_status)
 """
 _COUNT_TICKET = """
 SELECT count(*) FROM event.registrations
-WHERE event_ticket_id = $1 AND event.holds_seat(state, active)
+WHERE event_ticket_id = $1 AND event.holds_seat(state, active, sale_status)
 """
 _COUNT_SLOT = """
 SELECT count(*) FROM event.registrations
-WHERE event_slot_id = $1 AND event.holds_seat(state, active)
+WHERE event_slot_id = $1 AND event.holds_seat(state, active, sale_status)
 """
 _COUNT_SLOT_TICKET = """
 SELECT count(*) FROM event.registrations
-WHERE event_slot_id = $1 AND event_ticket_id = $2 AND event.holds_seat(state, active)
+WHERE event_slot_id = $1 AND event_ticket_id = $2 AND event.holds_seat(state, active, sale_status)
 """
 
 

@@ -4,7 +4,8 @@ Writers lock the event row first, then the ticket or slot row (the service's
 lock order). A ticket's per-order cap is 0..30 and never above its own seats
 (service pre-check for the typed error, column CHECK as the wall). A slot
 lies inside its event's dates and exists only on multi-slot events. Both are
-fenced by their event's company.
+fenced by their event's company. A ticket may name the host's product it sells
+(`product_ref`), which the linked-products read lists.
 """
 
 from __future__ import annotations
@@ -37,12 +38,13 @@ ORDER BY k.created_at, k.id LIMIT $5
 """
 _TICKET_INSERT = """
 INSERT INTO event.tickets (event_id, name, description, seats_max, limit_max_per_order,
-    start_sale_datetime, end_sale_datetime, created_at, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8) RETURNING *
+    start_sale_datetime, end_sale_datetime, product_ref, created_at, updated_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $9, $8, $8) RETURNING *
 """
 _TICKET_UPDATE = """
 UPDATE event.tickets SET name = $2, description = $3, seats_max = $4,
-    limit_max_per_order = $5, start_sale_datetime = $6, end_sale_datetime = $7, updated_at = $8
+    limit_max_per_order = $5, start_sale_datetime = $6, end_sale_datetime = $7, updated_at = $8,
+    product_ref = $9
 WHERE id = $1 RETURNING *
 """
 _TICKET_DELETE = "DELETE FROM event.tickets WHERE id = $1"
@@ -121,6 +123,7 @@ async def create_ticket(
                 cmd.start_sale_datetime,
                 cmd.end_sale_datetime,
                 now,
+                cmd.product_ref,
             )
         )
         await write_audit(conn, actor, "ticket_created", "ticket", row["id"], event_id=cmd.event_id)
@@ -174,6 +177,7 @@ async def patch_ticket(
                 new["start_sale_datetime"],
                 new["end_sale_datetime"],
                 now,
+                new["product_ref"],
             )
         )
         await write_audit(

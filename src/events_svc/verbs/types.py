@@ -1,4 +1,4 @@
-"""Event-type template lines: mails, tickets and questions a type carries.
+"""Event-type template lines: mails, tickets, questions and booths a type carries.
 
 They are copied onto an event once, at create (see `events.create_event`);
 editing them later never touches existing events.
@@ -14,6 +14,7 @@ from events_svc import errors
 from events_svc.actors import Actor
 from events_svc.db import Pool, transaction
 from events_svc.models import TypeMailLine, TypeQuestionLine, TypeTicketLine
+from events_svc.models.catalog import TypeBoothLine
 from events_svc.ports import TemplateRenderer
 from events_svc.verbs import catalog
 from events_svc.verbs.audit import write_audit
@@ -35,18 +36,24 @@ _ADD_QUESTION = """
 INSERT INTO event.type_questions (type_id, question_id, sequence) VALUES ($1, $2, $3)
 RETURNING question_id
 """
+_ADD_BOOTH = """
+INSERT INTO event.type_booths (type_id, name, booth_category_id, created_at)
+VALUES ($1, $2, $3, $4) RETURNING id
+"""
+_CATEGORY_EXISTS = "SELECT EXISTS (SELECT 1 FROM event.booth_categories WHERE id = $1)"
 _DELETE_MAIL = "DELETE FROM event.type_mails WHERE id = $1 AND type_id = $2"
 _DELETE_TICKET = "DELETE FROM event.type_tickets WHERE id = $1 AND type_id = $2"
 _DELETE_QUESTION = "DELETE FROM event.type_questions WHERE question_id = $1 AND type_id = $2"
+_DELETE_BOOTH = "DELETE FROM event.type_booths WHERE id = $1 AND type_id = $2"
 
-LineKind = Literal["mails", "tickets", "questions"]
+LineKind = Literal["mails", "tickets", "questions", "booths"]
 
 
 async def add_type_line(
     pool: Pool,
     actor: Actor,
     type_id: UUID,
-    line: TypeMailLine | TypeTicketLine | TypeQuestionLine,
+    line: TypeMailLine | TypeTicketLine | TypeQuestionLine | TypeBoothLine,
     now: datetime,
     *,
     templates: TemplateRenderer,
@@ -86,6 +93,13 @@ async def add_type_line(
                 line.limit_max_per_order,
                 now,
             )
+        elif isinstance(line, TypeBoothLine):
+            kind = "booth"
+            if not await conn.fetchval(_CATEGORY_EXISTS, line.booth_category_id):
+                raise errors.ReferenceNotFound("No such booth category.", field="booth_category_id")
+            line_id = await conn.fetchval(
+                _ADD_BOOTH, type_id, line.name, line.booth_category_id, now
+            )
         else:
             kind = "question"
             line_id = await conn.fetchval(_ADD_QUESTION, type_id, line.question_id, line.sequence)
@@ -99,7 +113,12 @@ async def delete_type_line(
     pool: Pool, actor: Actor, type_id: UUID, kind: LineKind, line_id: UUID
 ) -> dict[str, Any]:
     """Remove a template line; events created earlier keep their copies."""
-    sql = {"mails": _DELETE_MAIL, "tickets": _DELETE_TICKET, "questions": _DELETE_QUESTION}[kind]
+    sql = {
+        "mails": _DELETE_MAIL,
+        "tickets": _DELETE_TICKET,
+        "questions": _DELETE_QUESTION,
+        "booths": _DELETE_BOOTH,
+    }[kind]
     async with transaction(pool) as conn:
         if await conn.fetchrow(_LOCK_TYPE, type_id) is None:
             raise errors.NotFound("No such type.")

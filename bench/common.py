@@ -1,0 +1,146 @@
+"""What the benchmark parts share: the timing cell, the driver, the hot event, the database
+server, and a real `events-svc serve` process."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from urllib.parse import urlsplit, urlunsplit
+from uuid import UUID
+
+import asyncpg
+import httpx
+
+from events_svc import migrate
+from events_svc.embedded import scratch_server
+
+DB = "events_bench"
+NEW_EVENT = """
+INSERT INTO event.events (name, date_begin, date_end, seats_limited, seats_max)
+VALUES ('Hot event', now() + interval '30 days', now() + interval '31 days', true, 100000000)
+RETURNING id
+"""
+SEED = """
+INSERT INTO event.registrations (event_id, barcode, name)
+SELECT $1, ($2::bigint * 1000000 + g)::text, 'Seed' FROM generate_series(1, $3) g
+"""
+
+
+@dataclass
+class Cell:
+    done: int
+    seconds: float
+    latencies: list[float]
+
+    @property
+    def rate(self) -> float:
+        return self.done / self.seconds
+
+    def pct(self, q: float) -> float:
+        if not self.latencies:
+            return float("nan")
+        ordered = sorted(self.latencies)
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
+
+
+def barcode() -> str:
+    return str(int.from_bytes(secrets.token_bytes(8), "little"))
+
+
+async def drive(workers: int, seconds: float, op: Callable[[int], Awaitable[None]]) -> Cell:
+    """Run `op(worker)` in a loop on `workers` tasks for `seconds`; time each call."""
+    latencies: list[float] = []
+    deadline = time.perf_counter() + seconds
+
+    async def worker(w: int) -> None:
+        while time.perf_counter() < deadline:
+            t0 = time.perf_counter()
+            await op(w)
+            latencies.append(time.perf_counter() - t0)
+
+    start = time.perf_counter()
+    await asyncio.gather(*(worker(w) for w in range(workers)))
+    return Cell(len(latencies), time.perf_counter() - start, latencies)
+
+
+async def fresh_event(admin: asyncpg.Connection, existing: int, seq: int) -> UUID:
+    event_id: UUID = await admin.fetchval(NEW_EVENT)
+    if existing:
+        await admin.execute(SEED, event_id, seq, existing)
+    await admin.execute("VACUUM ANALYZE event.registrations")
+    return event_id
+
+
+def with_db(url: str, name: str) -> str:
+    return urlunsplit(urlsplit(url)._replace(path=f"/{name}"))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def admin_server() -> Iterator[str]:
+    given = os.environ.get("EVENTS_BENCH_ADMIN_URL")
+    if given:
+        yield given
+        return
+    with scratch_server("events-bench-") as url:
+        yield url
+
+
+@contextlib.contextmanager
+def service(url: str, pool_max: int) -> Iterator[str]:
+    port = free_port()
+    env = {**os.environ, "EVENTS_DATABASE_URL": url, "EVENTS_PORT": str(port),
+           "EVENTS_POOL_MAX": str(pool_max), "EVENTS_POOL_MIN": str(min(4, pool_max)),
+           "EVENTS_LOG_LEVEL": "WARNING"}  # fmt: skip
+    with tempfile.TemporaryFile() as log:
+        proc = subprocess.Popen([sys.executable, "-m", "events_svc", "serve"], env=env,
+                                stdout=subprocess.DEVNULL, stderr=log)  # fmt: skip
+        base = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                with contextlib.suppress(httpx.TransportError):
+                    if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
+                        break
+                time.sleep(0.2)
+            else:
+                log.seek(0)
+                tail = log.read().decode()[-2000:]
+                raise RuntimeError(f"the service did not become ready:\n{tail}")
+            yield base
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+
+
+async def fresh_database(admin_url: str) -> str:
+    """A new, migrated benchmark database; its URL."""
+    admin = await asyncpg.connect(admin_url)
+    await admin.execute(f'DROP DATABASE IF EXISTS "{DB}" WITH (FORCE)')
+    await admin.execute(f'CREATE DATABASE "{DB}"')
+    await admin.close()
+    url = with_db(admin_url, DB)
+    conn = await asyncpg.connect(url)
+    await migrate.apply(conn, migrate.default_dir())
+    await conn.close()
+    return url
+
+
+async def drop_database(admin_url: str) -> None:
+    admin = await asyncpg.connect(admin_url)
+    await admin.execute(f'DROP DATABASE IF EXISTS "{DB}" WITH (FORCE)')
+    await admin.close()
