@@ -1,23 +1,15 @@
-"""The sale seam: the three order facts the billing side tells us, each applied once.
+"""The sale seam's three order facts, as `seam_inbox.deliver` applies them once each.
 
-A fact's delivery key is its `delivery_id`, else `"<verb>:<order_id>"`. `deliver()`
-answers a key it has seen from its inbox row with one indexed read; otherwise, in
-ONE transaction, it claims the row (`INSERT .. ON CONFLICT DO NOTHING`: a concurrent
-delivery of the same key waits for the first and then reads its outcome), applies
-the fact inside a savepoint, and records the outcome on the row: `applied` with the
-registration ids, or the code of the rule that refused it (every effect undone, the
-refusal kept, so a redelivery answers it again). A transient failure (a deadlock,
-`busy`) rolls the claim back with everything else: the billing side retries.
-
-The facts (the decisions are docs/architecture.md, "The sale seam"):
+The decisions are docs/architecture.md, "The sale seam":
 - confirmed: every line's attendees go through the ONE register verb; the sale
   truth table (`verbs.sale`) gives `open` + `free` for a zero total (armed) and
   `draft` + `to_pay` otherwise (holding its seat, nothing sent); an unparseable
   total is not zero. A line's booths are booked `pending`.
 - paid: forward-only; the order's rows at `to_pay` whose state the sale set go
   through the one transition to `open` + `sold` (armed), past a full event if need
-  be (flagged `overbooked`); rows an officer moved, and rows of a cancelled event,
-  are skipped. The order's booths latch `is_paid`.
+  be (flagged `overbooked`); rows an officer moved, rows of a cancelled event, and
+  the cancelled rows of an order confirmed again are skipped. The order's booths
+  latch `is_paid`.
 - cancelled: every row of the order goes to `cancel`; `sale_status` is kept;
   booths are untouched.
 
@@ -29,61 +21,25 @@ them (scheduler rows), then booth bookings and booths.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal, InvalidOperation
-from typing import Any, Literal, cast
+from typing import Any, cast
 from uuid import UUID
-
-import asyncpg
 
 from events_svc import errors
 from events_svc.actors import Actor
-from events_svc.db import Connection, Pool, connection, must, refusal_for, transaction
+from events_svc.db import Connection
 from events_svc.models import AttendeeInput
-from events_svc.models.seam import OrderConfirmed, OrderFact, SeamLine
+from events_svc.models.seam import OrderConfirmed, SeamLine
 from events_svc.verbs.booths import book_for_order_line, latch_paid_booths
 from events_svc.verbs.register import MintState, SaleMint, register_in
 from events_svc.verbs.registrations import lock_registration
 from events_svc.verbs.sale import OrderState, sale_composed_state
+from events_svc.verbs.seam_inbox import Effect, deliver
 from events_svc.verbs.states import lock_event, lock_scope, write_state
 
-CONSUMER = "event_sale"
+__all__ = ["apply_cancelled", "apply_confirmed", "apply_paid", "deliver"]
 
-
-def consumer_of(actor: Actor) -> str:
-    """Delivery keys are per company: another company's key never answers this one's."""
-    return f"{CONSUMER}:{actor.company_id or '*'}"
-
-
-Verb = Literal["confirmed", "paid", "cancelled"]
-# the rule refusals a delivery records; anything else (503, a bug) is not an outcome
-_RECORDED_STATUSES = frozenset({404, 409, 422})
-
-_RECORDED = """
-SELECT verb, order_id, outcome, detail, registration_ids, skipped_ids, overbooked
-FROM event.seam_inbox WHERE consumer = $1 AND external_id = $2
-"""
-_CLAIM = """
-INSERT INTO event.seam_inbox (consumer, external_id, verb, order_id, actor_id, created_at)
-VALUES ($1, $2, $3, $4, $5, $6)
-ON CONFLICT DO NOTHING
-RETURNING true
-"""
-# the outcome on the inbox row, and the fact's audit row, in one statement
-_RECORD = """
-WITH recorded AS (
-    UPDATE event.seam_inbox SET outcome = $3, detail = $4::jsonb, registration_ids = $5,
-        skipped_ids = $6, overbooked = $7
-    WHERE consumer = $1 AND external_id = $2
-    RETURNING order_id
-)
-INSERT INTO event.event_audit_log
-    (actor_id, actor_kind, company_id, verb, object_kind, object_id, summary)
-SELECT $8, $9, $10, $11, 'sale_order', order_id, $12::jsonb FROM recorded
-"""
-# the order row: every fact of one order takes it first, so facts of an order serialise
 _ORDER_CONFIRMED = """
 INSERT INTO event.sale_orders AS o
     (order_id, state, amount_is_zero, currency, created_at, updated_at)
@@ -136,20 +92,6 @@ SELECT id FROM event.tickets WHERE id = ANY($1::uuid[]) ORDER BY id FOR NO KEY U
 """
 
 
-@dataclass
-class Effect:
-    """What an applied fact did."""
-
-    registration_ids: list[UUID] = field(default_factory=list)
-    skipped_ids: list[UUID] = field(default_factory=list)
-    overbooked: bool = False
-
-
-def delivery_key(verb: Verb, fact: OrderFact) -> str:
-    """The inbox key: the billing side's delivery id, else `<verb>:<order_id>`."""
-    return fact.delivery_id or f"{verb}:{fact.order_id}"
-
-
 def amount_is_zero(amount_total: str) -> bool:
     """Whether a total is zero; an unparseable total is not (it holds seats until paid)."""
     try:
@@ -157,81 +99,6 @@ def amount_is_zero(amount_total: str) -> bool:
     except InvalidOperation:
         return False
     return value.is_finite() and value == 0
-
-
-def _answer(key: str, outcome: str, detail: dict[str, Any], effect: Effect) -> dict[str, Any]:
-    return {
-        "outcome": outcome,
-        "delivery_key": key,
-        "registration_ids": effect.registration_ids,
-        "skipped_ids": effect.skipped_ids,
-        "overbooked": effect.overbooked,
-        "detail": detail,
-    }
-
-
-def _replay(row: Any, key: str, verb: Verb, order_id: UUID) -> dict[str, Any]:
-    """The recorded answer of a key seen before (`already_applied`, or its refusal)."""
-    if row["verb"] != verb or row["order_id"] != order_id:
-        raise errors.DeliveryKeyConflict(delivery_key=key, recorded_verb=row["verb"])
-    outcome = "already_applied" if row["outcome"] == "applied" else row["outcome"]
-    effect = Effect(list(row["registration_ids"]), list(row["skipped_ids"]), row["overbooked"])
-    return _answer(key, outcome, dict(row["detail"]), effect)
-
-
-async def deliver(
-    pool: Pool,
-    actor: Actor,
-    verb: Verb,
-    fact: OrderFact,
-    apply: Callable[[Connection], Awaitable[Effect]],
-    now: datetime,
-) -> dict[str, Any]:
-    """Apply one fact exactly once and answer its outcome (see the module docstring)."""
-    key = delivery_key(verb, fact)
-    consumer = consumer_of(actor)
-    async with connection(pool) as conn:
-        seen = await conn.fetchrow(_RECORDED, consumer, key)
-    if seen is not None:
-        return _replay(seen, key, verb, fact.order_id)
-    async with transaction(pool) as conn:
-        claimed = await conn.fetchval(_CLAIM, consumer, key, verb, fact.order_id, actor.id, now)
-        if not claimed:  # a concurrent delivery of the key committed first
-            return _replay(
-                must(await conn.fetchrow(_RECORDED, consumer, key)), key, verb, fact.order_id
-            )
-        outcome, detail, effect = "applied", {}, Effect()
-        try:
-            async with conn.transaction():  # a savepoint: a refusal undoes every effect
-                try:
-                    effect = await apply(conn)
-                except asyncpg.IntegrityConstraintViolationError as violated:
-                    raise refusal_for(violated) or violated from None
-        except errors.DomainError as refused:
-            if refused.status not in _RECORDED_STATUSES:
-                raise
-            outcome, detail = refused.code, {"detail": refused.detail, **refused.fields}
-        await conn.execute(
-            _RECORD,
-            consumer,
-            key,
-            outcome,
-            detail,
-            effect.registration_ids,
-            effect.skipped_ids,
-            effect.overbooked,
-            actor.id,
-            actor.kind,
-            actor.company_id,
-            f"sale_order_{verb}",
-            {
-                "outcome": outcome,
-                "registrations": len(effect.registration_ids),
-                "skipped": len(effect.skipped_ids),
-                "overbooked": effect.overbooked,
-            },
-        )
-        return _answer(key, outcome, detail, effect)
 
 
 async def _lock_events_and_scopes(
