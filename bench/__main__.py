@@ -19,6 +19,9 @@ written set-based (`INSERT ... SELECT`) in one transaction.
 Part 3. The sale seam (`bench/seam.py`): confirmed facts of 1 to 4 attendees on one hot
 event through HTTP, next to plain registrations and to redeliveries, in the same run.
 
+Part 4. The lead pass (`bench/leads.py`): 100 000 walk-ins of one event over 5 days, one
+matching rule, the signed webhook sink on a local server; groups and registrations/s.
+
 Database: EVENTS_BENCH_ADMIN_URL (a superuser URL) or a fresh embedded PostgreSQL.
 """
 
@@ -45,6 +48,7 @@ from bench.common import (
     service,
     with_db,
 )
+from bench.leads import LEADS_HEADER, leads_run
 from bench.seam import SEAM_HEADER, seam_run
 from events_svc import migrate
 from events_svc.actors import SYSTEM
@@ -278,6 +282,8 @@ def main() -> None:
                         help="existing registrations per sale-seam row ('' skips it)")  # fmt: skip
     parser.add_argument("--reminder", type=int, default=100_000,
                         help="attendees of the reminder benchmark (0 skips it)")  # fmt: skip
+    parser.add_argument("--leads", type=int, default=100_000,
+                        help="registrations of the lead pass benchmark (0 skips it)")  # fmt: skip
     args = parser.parse_args()
     sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
     concurrency = [int(x) for x in args.concurrency.split(",")]
@@ -306,6 +312,11 @@ def main() -> None:
             line = asyncio.run(reminder_run(admin_url, args.reminder))
             print("\nOne before_event reminder, standalone adapters, default batch and cap:")
             print(REMINDER_HEADER)
+            print(line)
+        if args.leads:
+            line = asyncio.run(leads_run(admin_url, args.leads))
+            print("\nOne lead pass, one rule, walk-ins over 5 days, the signed webhook sink:")
+            print(LEADS_HEADER)
             print(line)
 
 

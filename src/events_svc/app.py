@@ -28,7 +28,18 @@ from events_svc.links import BASE_PATH
 from events_svc.models import ADMIN_ERRORS, PUBLIC_ERRORS, error_responses
 from events_svc.observability import CrashGuard, JsonFormatter, PoolCollector, RequestObserver
 from events_svc.ports import Ports
-from events_svc.routes import booths, catalog, events, mails, public, registrations, seam, service
+from events_svc.routes import (
+    booths,
+    catalog,
+    desk,
+    events,
+    leads,
+    mails,
+    public,
+    registrations,
+    seam,
+    service,
+)
 from events_svc.routes.deps import (
     ActorResolver,
     ServiceContext,
@@ -55,6 +66,8 @@ def admin_router() -> APIRouter:
     router.include_router(booths.router)
     router.include_router(mails.router)
     router.include_router(seam.router)
+    router.include_router(leads.router)
+    router.include_router(desk.router)
     router.include_router(public.mint_router)
     return router
 
@@ -99,6 +112,7 @@ def _error_response(exc: errors.DomainError) -> JSONResponse:
 _TYPED_REFUSALS: dict[str, type[errors.DomainError]] = {
     "date_out_of_range": errors.DateOutOfRange,
     "phone_invalid": errors.PhoneInvalid,
+    "lead_axis_unknown": errors.LeadAxisUnknown,
 }
 
 
@@ -230,7 +244,7 @@ def create_app(
     )
     # No ports given: the standalone composition (template store, outbox queue). A host
     # passes its own Ports; `Ports()` alone is the refusing defaults, loud on every send.
-    ctx.ports = ports if ports is not None else standalone_ports()
+    ctx.ports = ports if ports is not None else standalone_ports(settings=settings)
     app.state.events = ctx
     install_error_handlers(app)
     # innermost first: an unhandled error becomes one logged 500, which the outer layers

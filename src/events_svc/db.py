@@ -112,6 +112,14 @@ CONSTRAINT_ERRORS: dict[str, type[errors.DomainError] | _FK] = {
     "booth_bookings_order_line_event_fkey": (errors.BoothEventMismatch, errors.Conflict),
     "booth_bookings_order_line_booth_key": errors.AlreadyLinked,
     "booths_confirmed_exclusivity": errors.BoothAlreadyConfirmed,
+    "mails_channel_follows_kind": errors.ChannelKindMismatch,
+    # lead rules (0016): the shapes are checked by the models first
+    "lead_rules_name_not_blank": errors.ValidationFailed,
+    "lead_rules_name_length": errors.ValidationFailed,
+    "lead_rule_predicates_question_on_answer_axis": errors.ValidationFailed,
+    "lead_rule_predicates_value_ids_shape": errors.ValidationFailed,
+    "lead_rule_predicates_question_fkey": (errors.ReferenceNotFound, errors.QuestionInUse),
+    "type_mails_channel_follows_kind": errors.ChannelKindMismatch,
 }
 
 

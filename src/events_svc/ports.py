@@ -48,6 +48,7 @@ class MailErrorKind(StrEnum):
     TEMPLATE_RENDERER_NOT_COMPOSED = "template_renderer_not_composed"
     RENDER_FAILED = "render_failed"
     ENQUEUE_REFUSED = "enqueue_refused"
+    SMS_ENQUEUE_REFUSED = "sms_enqueue_refused"  # no SMS gateway composed: parked, retried
     RECIPIENT_INVALID = "recipient_invalid"  # one attendee: a failed receipt, not the line
     BATCH_FAILED = "batch_failed"  # the batch raised: rolled back, recorded afresh
 
@@ -92,6 +93,18 @@ class OutgoingMessage:
     scheduler_id: UUID
 
 
+@dataclass(frozen=True)
+class OutgoingSms:
+    """One queued text message ('sent' means queued): the phone and the body text."""
+
+    phone: str
+    body_text: str
+    sender: str
+    event_id: UUID
+    registration_id: UUID
+    scheduler_id: UUID
+
+
 class TemplateRenderer(Protocol):
     async def render(self, conn: Any, request: RenderRequest) -> list[Rendered]:
         """Render subject and body for each context, in order, or raise MailRefused
@@ -113,6 +126,18 @@ class MailQueue(Protocol):
     async def enqueue(self, conn: Any, message: OutgoingMessage) -> None:
         """Queue one message; `conn` is the scheduler's open transaction (the standalone
         outbox writes in it, so a receipt and its queued mail commit together)."""
+        ...
+
+    async def flush(self, conn: Any) -> None:
+        """Called once per batch, before its receipts are written, in the same transaction."""
+        ...
+
+
+class SmsQueue(Protocol):
+    async def enqueue(self, conn: Any, message: OutgoingSms) -> None:
+        """Queue one text message to `message.phone`; `conn` is the scheduler's open
+        transaction. Raise MailRefused(sms_enqueue_refused) to refuse: the receipt stays
+        unsent, the line backs off and is retried."""
         ...
 
     async def flush(self, conn: Any) -> None:
@@ -143,6 +168,61 @@ class RefusingMailQueue:
         return None
 
 
+class RefusingSmsQueue:
+    """No SMS gateway is composed: every SMS line parks loudly (`sms_enqueue_refused`)."""
+
+    async def enqueue(self, conn: Any, message: OutgoingSms) -> None:
+        raise MailRefused(MailErrorKind.SMS_ENQUEUE_REFUSED, "no sms queue is composed")
+
+    async def flush(self, conn: Any) -> None:
+        return None
+
+
+# --- CRM leads: the sink the lead pass hands its groups to ---------------------------------
+
+
+@dataclass(frozen=True)
+class LeadDelivery:
+    """One call of the lead sink: a group of one rule, the whole group's registrations and
+    the ones this delivery adds. `idempotency_key` is `<provenance id>:<delivery number>`:
+    a retried call repeats it, and an update never reuses its create's."""
+
+    action: str  # create | update
+    rule_id: UUID
+    event_id: UUID
+    grain: str  # per_order | per_event_day
+    group_key: str
+    lead_id: str | None  # None on create
+    registration_ids: list[UUID]
+    new_registration_ids: list[UUID]
+    idempotency_key: str
+
+
+class LeadRefused(Exception):
+    """The sink refused (or could not take) a delivery; the message is a safe reason (never
+    attendee data). The lead pass parks the request and retries it, backing off."""
+
+
+class LeadSink(Protocol):
+    async def create_lead(self, delivery: LeadDelivery) -> str:
+        """Create the group's lead; answers its id. Raise LeadRefused to refuse."""
+        ...
+
+    async def update_lead(self, delivery: LeadDelivery) -> None:
+        """Tell the lead `delivery.lead_id` about the group's new registrations."""
+        ...
+
+
+class RefusingLeadSink:
+    """No lead sink is composed: every delivery is refused, and its request parks loudly."""
+
+    async def create_lead(self, delivery: LeadDelivery) -> str:
+        raise LeadRefused("lead_sink_not_composed")
+
+    async def update_lead(self, delivery: LeadDelivery) -> None:
+        raise LeadRefused("lead_sink_not_composed")
+
+
 @dataclass(frozen=True)
 class Ports:
     """The bundle of host ports handed to `create_app`."""
@@ -150,3 +230,5 @@ class Ports:
     partner_directory: PartnerDirectory = field(default_factory=RefusingPartnerDirectory)
     template_renderer: TemplateRenderer = field(default_factory=RefusingTemplateRenderer)
     mail_queue: MailQueue = field(default_factory=RefusingMailQueue)
+    lead_sink: LeadSink = field(default_factory=RefusingLeadSink)
+    sms_queue: SmsQueue = field(default_factory=RefusingSmsQueue)

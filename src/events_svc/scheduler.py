@@ -35,6 +35,7 @@ from events_svc.links import AttendeeLinks
 from events_svc.observability import Metrics
 from events_svc.ports import Ports
 from events_svc.settings import Settings
+from events_svc.verbs.leads.pass_ import LeadOptions, next_lead_due, run_lead_pass
 from events_svc.verbs.lifecycle import sweep_done_events
 from events_svc.verbs.mail.arming import CHANNEL
 from events_svc.verbs.mail.pass_ import RunSummary, next_due, run_mail_pass
@@ -118,6 +119,16 @@ class SchedulerLoop:
         summary = await run_mail_pass(
             self.pool(), self.ports, pass_options(self.settings), now, stopping=self.stopping.is_set
         )
+        # the lead pass, next to the mail pass: its requests park and back off on their own
+        leads = await run_lead_pass(
+            self.pool(),
+            self.ports.lead_sink,
+            LeadOptions.from_settings(self.settings),
+            now,
+            stopping=self.stopping.is_set,
+        )
+        summary.more = summary.more or leads.more
+        summary.advanced += leads.requests
         if now >= self.sweep_at and not self.stopping.is_set():
             moved = await sweep_done_events(self.pool(), now)
             log.info("done sweep moved %d event(s)", moved)
@@ -133,6 +144,9 @@ class SchedulerLoop:
         floor = float(self.settings.scheduler_floor_s)
         due = await next_due(self.pool(), now)
         until_due = (due - now).total_seconds() if due is not None else floor
+        lead_due = await next_lead_due(self.pool(), LeadOptions.from_settings(self.settings), now)
+        if lead_due is not None:
+            until_due = min(until_due, (lead_due - now).total_seconds())
         until_sweep = (self.sweep_at - now).total_seconds()
         return max(0.0, min(floor, until_due, until_sweep))
 

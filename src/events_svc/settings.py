@@ -98,6 +98,20 @@ def _base_url(env: Mapping[str, str], name: str) -> str:
     return value
 
 
+def _webhook(env: Mapping[str, str], url_name: str, secret_name: str) -> tuple[str, str]:
+    """The lead webhook's URL (absolute http(s), or empty: no webhook) and its secret
+    (16+ characters, required with a URL; never echoed)."""
+    url = env.get(url_name, "").strip()
+    secret = env.get(secret_name, "").strip()
+    if not url:
+        return "", secret
+    if not url.startswith(("http://", "https://")) or any(c.isspace() for c in url):
+        raise SettingsError(f"{url_name} must be an absolute http(s) URL")
+    if len(secret) < 16:
+        raise SettingsError(f"{secret_name} must hold 16+ characters when {url_name} is set")
+    return url, secret
+
+
 def _storage(env: Mapping[str, str], name: str) -> str:
     value = env.get(name, "").strip() or "memory://"
     if not value.startswith(("memory://", "redis://", "rediss://")):
@@ -134,9 +148,14 @@ class Settings:
     rate_limit_ip: str = "120/minute"
     rate_limit_capability: str = "60/minute"
     rate_limit_email: str = "10/hour"
+    rate_limit_desk: str = "600/minute"
     rate_limit_storage: str = "memory://"
     public_base_url: str = ""
     max_body_bytes: int = 1024 * 1024
+    lead_batch: int = 200
+    lead_cron_limit: int = 1000
+    lead_webhook_url: str = ""
+    lead_webhook_secret: str = field(default="", repr=False)
 
     def __post_init__(self) -> None:
         if self.pool_min > self.pool_max:
@@ -154,6 +173,9 @@ class Settings:
         if level not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
             raise SettingsError(f"EVENTS_LOG_LEVEL={level!r} is not DEBUG/INFO/WARNING/ERROR")
         migrations = e.get("EVENTS_MIGRATIONS_DIR", "").strip()
+        webhook_url, webhook_secret = _webhook(
+            e, "EVENT_LEAD_WEBHOOK_URL", "EVENT_LEAD_WEBHOOK_SECRET"
+        )
         return cls(
             database_url=_url(e, "EVENTS_DATABASE_URL"),
             data_dir=Path(e.get("EVENTS_DATA_DIR", "").strip() or ".events-data"),
@@ -180,7 +202,12 @@ class Settings:
             rate_limit_ip=_limit(e, "EVENT_RATE_LIMIT_IP", "120/minute"),
             rate_limit_capability=_limit(e, "EVENT_RATE_LIMIT_CAPABILITY", "60/minute"),
             rate_limit_email=_limit(e, "EVENT_RATE_LIMIT_EMAIL", "10/hour"),
+            rate_limit_desk=_limit(e, "EVENT_RATE_LIMIT_DESK", "600/minute"),
             rate_limit_storage=_storage(e, "EVENT_RATE_LIMIT_STORAGE"),
             public_base_url=_base_url(e, "EVENTS_PUBLIC_BASE_URL"),
             max_body_bytes=_int(e, "EVENTS_MAX_BODY_BYTES", 1024 * 1024, minimum=1024),
+            lead_batch=_int(e, "EVENT_LEAD_BATCH", 200),
+            lead_cron_limit=_int(e, "EVENT_LEAD_CRON_LIMIT", 1000),
+            lead_webhook_url=webhook_url,
+            lead_webhook_secret=webhook_secret,
         )

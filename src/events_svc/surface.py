@@ -1,10 +1,11 @@
 """EventSurface: what a host calls in-process, without HTTP.
 
-Six members, each the same verb the routes call: `seat_availability` (the one seat
-read model), `publication_state`, `registration_state` (the state/sale_status pair),
-`register_intake` (the guarded intake: the one register verb behind the intake's
-rules), `mint_capability` (calendar, tickets and private registration links) and
-`run_due_schedulers` (one scheduler pass now). No SQL lives here; nothing here is a
+Seven members, each the same verb the routes call: `seat_availability` (the one
+seat read model), `publication_state`, `registration_state` (the state/sale_status
+pair), `register_intake` (the guarded intake: the one register verb behind the
+intake's rules), `mint_capability` (calendar, tickets and private registration links),
+`run_due_schedulers` (one scheduler pass now) and `on_template_deleted` (the template
+cascade, for a host whose template store deleted a template). No SQL lives here; nothing here is a
 second seat counter or a second source of truth.
 """
 
@@ -20,11 +21,13 @@ from events_svc.adapters.standalone import standalone_ports
 from events_svc.capabilities import CapabilityCodec
 from events_svc.db import Pool, transaction
 from events_svc.models import AttendeeInput, IcsMint, IntakeBody, IntakeMint, MyTicketsMint
+from events_svc.models.base import Channel
 from events_svc.ports import Ports
 from events_svc.scheduler import pass_options
 from events_svc.settings import Settings
 from events_svc.verbs import public
 from events_svc.verbs.events import get_event_row
+from events_svc.verbs.mail.cascade import on_template_deleted
 from events_svc.verbs.mail.pass_ import RunSummary, run_mail_pass
 from events_svc.verbs.publication import get_publication_state
 from events_svc.verbs.registrations import get_registration_state
@@ -118,6 +121,11 @@ class EventSurface:
             self.pool, self.actor, self.codec, event_id, tickets.registration_ids
         )
         return {"token": token, "expires_at": None}
+
+    async def on_template_deleted(self, kind: Channel, template_ref: UUID) -> dict[str, Any]:
+        """Delete the scheduler and type lines of a deleted (kind, template) pair (what
+        `DELETE /admin/templates/{id}` runs); {mails_deleted, type_lines_deleted}."""
+        return await on_template_deleted(self.pool, self.actor, kind, template_ref)
 
     async def run_due_schedulers(self) -> RunSummary:
         """One scheduler pass now (what `POST /admin/schedulers/run` and the loop run)."""

@@ -51,6 +51,7 @@ class Throttle:
         self.per_ip = parse(settings.rate_limit_ip)
         self.per_capability = parse(settings.rate_limit_capability)
         self.per_email = parse(settings.rate_limit_email)
+        self.per_desk_actor = parse(settings.rate_limit_desk)
 
     def client_ip(self, request: Request) -> str:
         if self.trusted_proxy:
@@ -89,3 +90,8 @@ class Throttle:
         normalised = email.strip().lower()
         digest = hashlib.sha256(normalised.encode()).hexdigest()[:32]  # never store emails
         await self._hit(self.per_email, "intake", "email", digest)
+
+    async def check_actor(self, scope: str, actor_id: str) -> None:
+        """Count an authenticated actor's request (the desk's scans: 429 when over)."""
+        digest = hashlib.sha256(actor_id.encode()).hexdigest()[:32]
+        await self._hit(self.per_desk_actor, scope, "actor", digest)

@@ -150,6 +150,11 @@ class World:
             },
             "slot",
         )
+        self.post(  # a lead rule on the event, and its queued request
+            "/admin/lead-rules",
+            {"name": "Leads", "predicates": [{"axis": "event", "value_ids": [ids["event"]]}]},
+            "lead_rule",
+        )
         mint = f"/admin/events/{ids['event']}/capabilities"
         ids["ics"] = self.post(f"{mint}/ics", {}, status=200)["token"]
         ids["tickets"] = self.post(
@@ -175,6 +180,7 @@ _BY_NAME = {
     "booth_category_id": ["booth_category"],
     "booth_id": ["booth"],
     "booking_id": ["booking"],
+    "rule_id": ["lead_rule"],
 }
 _OBJ_BY_COLLECTION = {
     "stages": "stage",
@@ -220,7 +226,12 @@ _VARIANTS = {
     "event": {**_SHARED_ROWS, "event_id": "event", "event_ticket_id": "ticket"},
     "multi": {**_SHARED_ROWS, "event_id": "multi", "event_slot_id": "slot"},
 }
-_LIST_ROWS = {"tag_ids": "tag", "registration_ids": "registration"}
+_LIST_ROWS = {
+    "tag_ids": "tag",
+    "registration_ids": "registration",
+    "answer_ids": "answer",
+    "value_ids": "event",
+}
 
 
 def _with_rows(value: Any, rows: dict[str, str], ids: dict[str, str]) -> Any:

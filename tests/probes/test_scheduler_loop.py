@@ -228,6 +228,7 @@ async def test_scheduler_run_once_cli(db_url: str, api: Api, admin: httpx.AsyncC
     )
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result["sent"] == 3 and result["events_marked_done"] == 0
+    assert result["leads"]["requests"] == 0  # no lead rule: no lead request
     async with api.pool.acquire() as conn:
         assert await conn.fetchval("SELECT count(*) FROM event.outbox_messages") == 3
 

@@ -5,8 +5,8 @@ when written; bounded in time, size and iterations when rendered) and renders a
 batch of recipients in one worker-thread hop, so a hostile template never stalls
 the service. Any
 failure of a render is `render_failed` with a safe detail (never attendee data).
-The queue writes event.outbox_messages in the scheduler's own transaction, so a
-receipt and its queued message commit (or vanish) together.
+The mail and sms queues write event.outbox_messages in the scheduler's own
+transaction, so a receipt and its queued message commit (or vanish) together.
 """
 
 from __future__ import annotations
@@ -18,14 +18,17 @@ from uuid import UUID
 import jinja2
 
 from events_svc import templating
+from events_svc.adapters.lead_webhook import lead_sink_from
 from events_svc.ports import (
     MailErrorKind,
     MailRefused,
     OutgoingMessage,
+    OutgoingSms,
     Ports,
     Rendered,
     RenderRequest,
 )
+from events_svc.settings import Settings
 
 _TEMPLATE = """
 SELECT subject, body FROM event.message_templates WHERE id = $1 AND kind = $2::event.template_kind
@@ -116,11 +119,40 @@ class OutboxQueue:
             await conn.execute(_OUTBOX, *(list(c) for c in columns))
 
 
-def standalone_ports(base: Ports | None = None) -> Ports:
-    """The standalone composition: store renderer and outbox queue (partner directory kept)."""
+class OutboxSmsQueue:
+    """Queues text messages into event.outbox_messages (channel `sms`, the phone as the
+    recipient, the body text as the body) inside the caller's transaction, like
+    `OutboxQueue` (one statement per batch, written by `flush`)."""
+
+    def __init__(self) -> None:
+        self._outbox = OutboxQueue()
+
+    async def enqueue(self, conn: Any, message: OutgoingSms) -> None:
+        as_row = OutgoingMessage(
+            channel="sms",
+            recipient=message.phone,
+            sender=message.sender,
+            subject="",
+            body=message.body_text,
+            event_id=message.event_id,
+            registration_id=message.registration_id,
+            scheduler_id=message.scheduler_id,
+        )
+        await self._outbox.enqueue(conn, as_row)
+
+    async def flush(self, conn: Any) -> None:
+        await self._outbox.flush(conn)
+
+
+def standalone_ports(base: Ports | None = None, settings: Settings | None = None) -> Ports:
+    """The standalone composition: store renderer and outbox queue (partner directory kept);
+    with `settings`, the lead webhook when `EVENT_LEAD_WEBHOOK_URL` is set (else the base's
+    lead sink, by default the refusing one)."""
     keep = base or Ports()
     return Ports(
         partner_directory=keep.partner_directory,
         template_renderer=StoreRenderer(),
         mail_queue=OutboxQueue(),
+        sms_queue=OutboxSmsQueue(),
+        lead_sink=lead_sink_from(settings) if settings is not None else keep.lead_sink,
     )

@@ -52,6 +52,7 @@ from events_svc.errors.invalid import (
     AnswerRequired,
     BoothEventMismatch,
     BoothNotFound,
+    ChannelKindMismatch,
     CompanyNotAllowed,
     DateOrder,
     DateOutOfRange,
@@ -82,6 +83,7 @@ from events_svc.errors.invalid import (
     UseMarkDone,
     ValidationFailed,
 )
+from events_svc.errors.leads import LeadAxisUnknown, LeadNotFound
 from events_svc.errors.unavailable import (
     Busy,
     CapabilitySecretNotConfigured,
@@ -104,6 +106,7 @@ __all__ = [
     "BoothSaleLinked",
     "Busy",
     "CapabilitySecretNotConfigured",
+    "ChannelKindMismatch",
     "CompanyNotAllowed",
     "Conflict",
     "DatabaseUnavailable",
@@ -123,6 +126,8 @@ __all__ = [
     "InvalidCursor",
     "InvalidJson",
     "InvalidTimezone",
+    "LeadAxisUnknown",
+    "LeadNotFound",
     "MissingScope",
     "NoPipeEndStage",
     "NotFound",

@@ -241,3 +241,9 @@ class ValidationFailed(DomainError):
 
     code = "validation_failed"
     status = 422
+
+
+class ChannelKindMismatch(ValidationFailed):
+    """A line's notification channel follows its template's kind: they must agree."""
+
+    code = "channel_kind_mismatch"

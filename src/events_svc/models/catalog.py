@@ -126,8 +126,9 @@ class TypeMailLine(Command):
     interval_unit: IntervalUnit = "hours"
     interval_kind: IntervalKind = "before_event"
     template_ref: UUID
-    template_kind: Channel = "mail"
-    notification_channel: Channel = "mail"
+    # both follow the template's kind; named, they must agree with it
+    template_kind: Channel | None = None
+    notification_channel: Channel | None = None
     sequence: Sequence = 10
 
 

@@ -30,7 +30,8 @@ class MailCreate(Command):
     interval_unit: IntervalUnit = "hours"
     interval_kind: IntervalKind = "before_event"
     template_ref: UUID
-    notification_channel: Channel = "mail"
+    # follows the template's kind; named, it must agree with it
+    notification_channel: Channel | None = None
     sequence: Sequence = 10
 
 

@@ -23,6 +23,7 @@ from events_svc import errors
 from events_svc.actors import Actor
 from events_svc.db import Connection, Pool, transaction
 from events_svc.models import AnswerInput, AttendeeInput
+from events_svc.verbs.leads.arming import queue_for_registrations
 from events_svc.verbs.mail.arming import arm_entering_open
 from events_svc.verbs.registrations import read_many
 from events_svc.verbs.seats import ensure_seats
@@ -256,8 +257,12 @@ async def register_in(
     source: str = "admin",
     require_mandatory: bool = False,
     sale: SaleMint | None = None,
+    arm_leads: bool = True,
 ) -> Registered:
-    """The register verb inside the caller's transaction (the sale seam's delivery)."""
+    """The register verb inside the caller's transaction (the sale seam's delivery).
+
+    `arm_leads=False` is the bulk imports' declared exemption (IMPORT-EXEMPT): their rows
+    queue no lead request."""
     if not attendees:
         raise errors.ValidationFailed("At least one attendee is required.")
     event, ticket = await _lock_scope(conn, actor, event_id, slot_id, ticket_id)
@@ -300,6 +305,11 @@ async def register_in(
             [a.question_id for _, a in answer_rows],
             [a.value_answer_id for _, a in answer_rows],
             [a.value_text for _, a in answer_rows],
+        )
+    if arm_leads:  # trigger `create` on mint; a row minted open is confirmed too
+        minted_open = sale is None or sale.state == "open"
+        await queue_for_registrations(
+            conn, event_id, ids, "confirm" if minted_open else "create", now
         )
     if event["has_schedulers"] and (sale is None or sale.state == "open"):
         await arm_entering_open(conn, event_id, ids, now, stamped=True)

@@ -30,6 +30,7 @@ from events_svc.db import Connection, Pool, must, transaction
 from events_svc.models import RegistrationState
 from events_svc.verbs.audit import write_audit
 from events_svc.verbs.common import check_if_match
+from events_svc.verbs.leads.arming import queue_for_registrations
 from events_svc.verbs.mail.arming import arm_entering_open
 from events_svc.verbs.registrations import find_registration, lock_registration, read_many
 from events_svc.verbs.seats import ensure_seats
@@ -47,7 +48,8 @@ SELECT event.holds_seat($4::event.registration_state, $5, $6::event.sale_status)
        AND NOT event.gets_mail($1::event.registration_state, $2) AS gets_mail
 """
 _LOCK_EVENT = """
-SELECT id, seats_limited, seats_max, is_multi_slots, kanban_state::text AS kanban_state
+SELECT id, seats_limited, seats_max, is_multi_slots, kanban_state::text AS kanban_state,
+    date_end
 FROM event.events WHERE id = $1
 FOR NO KEY UPDATE  -- first in the lock order: serialises seat takers of this event
 """
@@ -130,6 +132,9 @@ async def write_state(
     await conn.execute(_SET_STATE, reg["id"], target, now, sale_status, stored_origin)
     if target == "open" and current in ("draft", "cancel") and active:
         await arm_entering_open(conn, event["id"], [reg["id"]], now)
+    if target in ("open", "done") and current in ("draft", "cancel") and active:
+        # confirmed (open, or checked in straight from draft): the lead rules may take it
+        await queue_for_registrations(conn, event["id"], [reg["id"]], "confirm", now)
     summary: dict[str, Any] = {"from": current, "to": target, **(note or {})}
     if stored_origin is not None:
         summary["origin"] = stored_origin
@@ -149,7 +154,7 @@ async def write_state(
     return overbooked
 
 
-async def _locked(
+async def lock_for_change(
     conn: Connection, actor: Actor, registration_id: UUID, *, seats: bool
 ) -> tuple[dict[str, Any], dict[str, Any] | None, dict[str, Any]]:
     """Lock event, then (for seat re-checks) slot and ticket, then the registration."""
@@ -183,7 +188,7 @@ async def transition(
     sale-linked row the officer becomes the state's origin: the seam's heal then leaves
     the row alone."""
     async with transaction(pool) as conn:
-        event, ticket, reg = await _locked(conn, actor, registration_id, seats=True)
+        event, ticket, reg = await lock_for_change(conn, actor, registration_id, seats=True)
         check_if_match(reg["version"], if_match, name="version")
         current = reg["state"]
         if current != target:
@@ -214,7 +219,7 @@ async def set_active(
     """Archive (leave seats and mail eligibility) or unarchive (re-checks seats, and arms
     the schedulers like a row entering `open`: the mails it missed are owed)."""
     async with transaction(pool) as conn:
-        event, ticket, reg = await _locked(conn, actor, registration_id, seats=active)
+        event, ticket, reg = await lock_for_change(conn, actor, registration_id, seats=active)
         check_if_match(reg["version"], if_match, name="version")
         if reg["active"] != active:
             state, status = reg["state"], reg["sale_status"]
@@ -227,6 +232,7 @@ async def set_active(
             if gets_mail:
                 # eligible again: the mails it missed are owed (its date_open is kept)
                 await arm_entering_open(conn, event["id"], [registration_id], now, stamped=True)
+                await queue_for_registrations(conn, event["id"], [registration_id], "confirm", now)
             verb = "registration_unarchived" if active else "registration_archived"
             await write_audit(
                 conn,

@@ -18,6 +18,7 @@ from events_svc.models.catalog import TypeBoothLine
 from events_svc.ports import TemplateRenderer
 from events_svc.verbs import catalog
 from events_svc.verbs.audit import write_audit
+from events_svc.verbs.mail.lines import line_channel
 from events_svc.verbs.tickets import check_per_order_cap
 
 _LOCK_TYPE = "SELECT id FROM event.types WHERE id = $1 FOR UPDATE"
@@ -65,10 +66,13 @@ async def add_type_line(
             raise errors.NotFound("No such type.")
         if isinstance(line, TypeMailLine):
             kind = "mail"
-            if await templates.template_kind(conn, line.template_ref) is None:
-                raise errors.TemplateNotFound(
-                    field="template_ref", template_ref=str(line.template_ref)
-                )
+            channel = await line_channel(
+                conn,
+                templates,
+                line.template_ref,
+                channel=line.notification_channel,
+                kind=line.template_kind,
+            )
             line_id = await conn.fetchval(
                 _ADD_MAIL,
                 type_id,
@@ -77,8 +81,8 @@ async def add_type_line(
                 line.interval_unit,
                 line.interval_kind,
                 line.template_ref,
-                line.template_kind,
-                line.notification_channel,
+                channel,
+                channel,
                 now,
             )
         elif isinstance(line, TypeTicketLine):

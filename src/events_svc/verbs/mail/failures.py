@@ -33,6 +33,7 @@ LINE_FAILURES = frozenset(
         MailErrorKind.RENDER_FAILED,
         MailErrorKind.TEMPLATE_RENDERER_NOT_COMPOSED,
         MailErrorKind.ENQUEUE_REFUSED,
+        MailErrorKind.SMS_ENQUEUE_REFUSED,
     }
 )
 

@@ -5,8 +5,10 @@ A line's `mail_state` is derived, never stored (the view `event.mail_line_view`)
 once done, `running` when some attendees got it, else `scheduled`. Writes lock the
 event row, then its scheduler rows by id (the lock order the pass shares), and recompute
 the due times of unsent work (`schedules.reschedule_event`). A line's template must exist when the
-line is written (asked of the composed template renderer). Editing a line clears its
-back-off.
+line is written (asked of the composed template renderer), and the line's
+`notification_channel` follows the template's kind: omitted, it is the kind; named and
+different, 422 `channel_kind_mismatch` (`line_channel`, shared with the type lines).
+Editing a line clears its back-off.
 """
 
 from __future__ import annotations
@@ -70,10 +72,24 @@ async def _mail(conn: Connection, actor: Actor, mail_id: UUID) -> dict[str, Any]
     return dict(row)
 
 
-async def _check_template_ref(conn: Connection, templates: TemplateRenderer, ref: UUID) -> None:
-    """A line may only name a template the composed renderer knows (422 otherwise)."""
-    if await templates.template_kind(conn, ref) is None:
+async def line_channel(
+    conn: Connection,
+    templates: TemplateRenderer,
+    ref: UUID,
+    *,
+    channel: str | None = None,
+    kind: str | None = None,
+) -> str:
+    """The channel of a line naming template `ref`: the template's kind. A template the
+    composed renderer does not know is 422 `template_not_found`; a named kind or channel
+    that disagrees with it is 422 `channel_kind_mismatch`."""
+    actual = await templates.template_kind(conn, ref)
+    if actual is None:
         raise errors.TemplateNotFound(field="template_ref", template_ref=str(ref))
+    for name, given in (("template_kind", kind), ("notification_channel", channel)):
+        if given is not None and given != actual:
+            raise errors.ChannelKindMismatch(field=name, given=given, template_kind=actual)
+    return actual
 
 
 async def create_mail(
@@ -82,7 +98,9 @@ async def create_mail(
     """Add a scheduler line to an event (event row locked) and compute its due time."""
     async with transaction(pool) as conn:
         await lock_event(conn, actor, cmd.event_id)
-        await _check_template_ref(conn, templates, cmd.template_ref)
+        channel = await line_channel(
+            conn, templates, cmd.template_ref, channel=cmd.notification_channel
+        )
         mail_id = await conn.fetchval(
             _INSERT,
             cmd.event_id,
@@ -91,7 +109,7 @@ async def create_mail(
             cmd.interval_unit,
             cmd.interval_kind,
             cmd.template_ref,
-            cmd.notification_channel,
+            channel,
             now,
         )
         await reschedule_event(conn, cmd.event_id, now)
@@ -120,11 +138,13 @@ async def patch_mail(
         if row is None:  # deleted (with its template) while we waited for the locks
             raise errors.NotFound("No such scheduler.")
         current = dict(row)
-        if changes.get("template_ref") not in (None, current["template_ref"]):
-            await _check_template_ref(conn, templates, changes["template_ref"])
         for key in ("interval_unit", "interval_kind", "notification_channel"):
             current[key] = str(current[key])
         new = merge_patch(current, changes, frozenset(_MAIL_FIELDS))
+        if "template_ref" in changes or "notification_channel" in changes:
+            new["notification_channel"] = await line_channel(
+                conn, templates, new["template_ref"], channel=changes.get("notification_channel")
+            )
         await conn.execute(_UPDATE, mail_id, *(new[f] for f in _MAIL_FIELDS), now)
         await reschedule_event(conn, found["event_id"], now)
         summary = {"fields": sorted(changes)}

@@ -5,9 +5,11 @@ line's channel) is set aside: the engine gives them a failed receipt, and the
 others are sent. Every addressed recipient of the batch is rendered in ONE call of
 the template renderer; any failure of that call is the line's failure
 (`render_failed` unless the renderer typed it), and nothing of the batch is sent.
-The queue then takes the messages one by one; a refusal stops the batch there,
-and what it took before is kept. Runs inside the batch's transaction: the
-renderer and the queue receive its connection.
+The line's channel picks the queue: a mail line queues (email, subject, body) on the
+`MailQueue`, an sms line queues (phone, body text) on the `SmsQueue` (whose refusing
+default parks the line as `sms_enqueue_refused`). The queue then takes the messages
+one by one; a refusal stops the batch there, and what it took before is kept. Runs
+inside the batch's transaction: the renderer and the queue receive its connection.
 """
 
 from __future__ import annotations
@@ -22,7 +24,16 @@ from zoneinfo import ZoneInfo
 
 from events_svc.addresses import is_email, is_phone
 from events_svc.db import Connection
-from events_svc.ports import MailErrorKind, MailRefused, OutgoingMessage, Ports, RenderRequest
+from events_svc.ports import (
+    MailErrorKind,
+    MailQueue,
+    MailRefused,
+    OutgoingMessage,
+    OutgoingSms,
+    Ports,
+    RenderRequest,
+    SmsQueue,
+)
 from events_svc.verbs.common import in_zone
 from events_svc.verbs.mail.failures import LINE_FAILURES, LineFailure
 
@@ -108,19 +119,29 @@ async def send_batch(
 ) -> Sent:
     """Render and queue the batch's addressed recipients, in the batch's transaction."""
     out = Sent()
+    queue = _queue_of(ports, m["channel"])
     try:
         await _queue(conn, ports, m, sender, options, recipients, now, out)
         if out.queued:  # before the receipts, in the same transaction
-            await ports.mail_queue.flush(conn)
+            await queue.flush(conn)
     except MailRefused as refused:  # a queue refusing the batch as a whole
-        out.failure = refusal(refused, MailErrorKind.ENQUEUE_REFUSED)
+        out.failure = refusal(refused, _refused_kind(m["channel"]))
         out.queued = []
     except BaseException:
         # drop what the queue holds for this transaction: it is rolling back
         with contextlib.suppress(Exception):
-            await ports.mail_queue.flush(conn)
+            await queue.flush(conn)
         raise
     return out
+
+
+def _queue_of(ports: Ports, channel: str) -> MailQueue | SmsQueue:
+    return ports.sms_queue if channel == "sms" else ports.mail_queue
+
+
+def _refused_kind(channel: str) -> MailErrorKind:
+    """What a refusal of the line's queue is recorded as, when the queue did not type it."""
+    return MailErrorKind.SMS_ENQUEUE_REFUSED if channel == "sms" else MailErrorKind.ENQUEUE_REFUSED
 
 
 async def _queue(
@@ -152,19 +173,22 @@ async def _queue(
         out.failure = refusal(exc, MailErrorKind.RENDER_FAILED)
         return
     for (r, to), text in zip(addressed, rendered, strict=True):
-        message = OutgoingMessage(
-            channel=m["channel"],
-            recipient=to,
-            sender=sender,
-            subject=text.subject,
-            body=text.body,
-            event_id=m["event_id"],
-            registration_id=r["id"],
-            scheduler_id=m["id"],
-        )
+        ids = {"event_id": m["event_id"], "registration_id": r["id"], "scheduler_id": m["id"]}
         try:
-            await ports.mail_queue.enqueue(conn, message)
+            if m["channel"] == "sms":
+                sms = OutgoingSms(phone=to, body_text=text.body, sender=sender, **ids)
+                await ports.sms_queue.enqueue(conn, sms)
+            else:
+                mail = OutgoingMessage(
+                    channel="mail",
+                    recipient=to,
+                    sender=sender,
+                    subject=text.subject,
+                    body=text.body,
+                    **ids,
+                )
+                await ports.mail_queue.enqueue(conn, mail)
         except Exception as exc:
-            out.failure = refusal(exc, MailErrorKind.ENQUEUE_REFUSED)
+            out.failure = refusal(exc, _refused_kind(m["channel"]))
             return
         out.queued.append(r["id"])

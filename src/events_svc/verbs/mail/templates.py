@@ -20,10 +20,12 @@ from events_svc.templating import check_template
 from events_svc.verbs.audit import write_audit
 from events_svc.verbs.common import clamp_limit, decode_cursor, merge_patch, page
 from events_svc.verbs.mail.arming import wake_schedulers
+from events_svc.verbs.mail.cascade import cascade_in
 
 _T_GET = "SELECT * FROM event.template_view WHERE id = $1"
 _T_LOCK = """
-SELECT id, name, subject, body FROM event.message_templates WHERE id = $1 FOR UPDATE
+SELECT id, kind::text AS kind, name, subject, body FROM event.message_templates
+WHERE id = $1 FOR UPDATE
 """
 _T_LIST = """
 SELECT * FROM event.template_view
@@ -48,9 +50,6 @@ UPDATE event.mails SET attempts = 0, next_attempt_at = NULL
 WHERE id = ANY($1::uuid[]) AND (attempts > 0 OR next_attempt_at IS NOT NULL)
 RETURNING event_id
 """
-# the cascade: scheduler lines (and type template lines) naming a deleted template go too
-_T_CASCADE_MAILS = "DELETE FROM event.mails WHERE template_ref = $1 RETURNING id, event_id"
-_T_CASCADE_TYPE_MAILS = "DELETE FROM event.type_mails WHERE template_ref = $1"
 
 
 def _template_view(row: Any, links_unavailable: list[str]) -> dict[str, Any]:
@@ -137,23 +136,10 @@ async def delete_template(pool: Pool, actor: Actor, template_id: UUID) -> dict[s
     """Delete a template and the scheduler lines that use it; answers what went (locks:
     the template row, then those scheduler rows by id)."""
     async with transaction(pool) as conn:
-        if await conn.fetchrow(_T_LOCK, template_id) is None:
+        row = await conn.fetchrow(_T_LOCK, template_id)
+        if row is None:
             raise errors.NotFound("No such template.")
-        await conn.fetch(_T_LOCK_LINES, template_id)
-        mails = await conn.fetch(_T_CASCADE_MAILS, template_id)
-        type_lines = int((await conn.execute(_T_CASCADE_TYPE_MAILS, template_id)).split()[-1])
+        summary = await cascade_in(conn, actor, row["kind"], template_id)
         await conn.execute(_T_DELETE, template_id)
-        reason = {"reason": "template_deleted"}
-        for mail in mails:
-            await write_audit(
-                conn,
-                actor,
-                "mail_deleted",
-                "mail",
-                mail["id"],
-                event_id=mail["event_id"],
-                summary=reason,
-            )
-        summary = {"mails_deleted": len(mails), "type_lines_deleted": type_lines}
         await write_audit(conn, actor, "template_deleted", "template", template_id, summary=summary)
     return summary

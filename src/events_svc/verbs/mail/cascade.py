@@ -1,0 +1,67 @@
+"""The ONE template cascade verb, for both channels: when a template of the store is
+deleted, the scheduler lines and type lines of that (kind, template) pair go with it.
+
+No foreign key can cross the template store's boundary (a host may keep its templates
+elsewhere), so the cascade is a verb the template side calls: `DELETE
+/admin/templates/{id}` calls it in its own transaction, a host calls
+`EventSurface.on_template_deleted(kind, ref)`. One set-based statement deletes the
+lines and writes one `mail_deleted` audit row per scheduler line; the cascade itself is
+audited as `template_lines_cascaded`. Locks: the scheduler rows of the pair, by id
+(the lock order the pass shares), before they are deleted.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+from events_svc.actors import Actor
+from events_svc.db import Connection, Pool, must, transaction
+from events_svc.models.base import Channel
+from events_svc.verbs.audit import write_audit
+
+_LOCK_LINES = """
+SELECT id FROM event.mails WHERE template_ref = $2 AND template_kind = $1::event.template_kind
+ORDER BY id FOR UPDATE  -- deleted next
+"""
+_CASCADE = """
+WITH gone AS (
+    DELETE FROM event.mails
+    WHERE template_ref = $2 AND template_kind = $1::event.template_kind
+    RETURNING id, event_id
+), typed AS (
+    DELETE FROM event.type_mails
+    WHERE template_ref = $2 AND template_kind = $1::event.template_kind
+    RETURNING id
+), audit AS (
+    INSERT INTO event.event_audit_log
+        (actor_id, actor_kind, company_id, verb, object_kind, object_id, event_id, summary)
+    SELECT $3, $4, $5, 'mail_deleted', 'mail', id, event_id,
+        '{"reason": "template_deleted"}'::jsonb
+    FROM gone
+)
+SELECT (SELECT count(*) FROM gone) AS mails, (SELECT count(*) FROM typed) AS type_lines
+"""
+
+
+async def cascade_in(conn: Connection, actor: Actor, kind: Channel, ref: UUID) -> dict[str, Any]:
+    """Delete the (kind, ref) pair's scheduler and type lines inside the caller's
+    transaction; answers {mails_deleted, type_lines_deleted}."""
+    await conn.fetch(_LOCK_LINES, kind, ref)
+    row = must(await conn.fetchrow(_CASCADE, kind, ref, actor.id, actor.kind, actor.company_id))
+    summary = {"mails_deleted": int(row["mails"]), "type_lines_deleted": int(row["type_lines"])}
+    await write_audit(
+        conn,
+        actor,
+        "template_lines_cascaded",
+        "template",
+        ref,
+        summary={"kind": kind, **summary},
+    )
+    return summary
+
+
+async def on_template_deleted(pool: Pool, actor: Actor, kind: Channel, ref: UUID) -> dict[str, Any]:
+    """The cascade in its own transaction (a host's template store deleted `ref`)."""
+    async with transaction(pool) as conn:
+        return await cascade_in(conn, actor, kind, ref)
