@@ -452,3 +452,15 @@ async def test_the_loop_runs_the_lead_pass_and_a_parked_request_never_makes_it_s
     assert (await requests(admin, ev["id"]))["error_detail"] == "lead_sink_not_composed"
     assert 50 < await loop.tick() <= 60  # still parked: nothing claimed, no spin
     assert (await requests(admin, ev["id"]))["attempts"] == 1
+
+
+async def test_concurrent_passes_work_each_request_once(crm, hook, pool):
+    events = [await make_event(crm) for _ in range(4)]
+    for ev in events:
+        await register(crm, ev["id"], 2)
+    await rule(crm, {"axis": "event", "value_ids": [ev["id"] for ev in events]})
+    summaries = await asyncio.gather(*(run(crm) for _ in range(4)))
+    assert sum(s["requests"] for s in summaries) == 4  # each request claimed by one pass
+    keys = [c["body"]["group_key"] for c in hook.creates()]
+    assert len(keys) == len(set(keys)) == 4  # one walk-in day per event, created once
+    assert sum(s["groups_created"] for s in summaries) == 4

@@ -96,9 +96,11 @@ UPDATE event.lead_provenances SET delivered_no = greatest(delivered_no, $2),
     last_error = NULL, updated_at = $4
 WHERE id = $1
 """
+# the rule's last error clears once none of its groups is still refused
 _RULE_RECOVERED = """
-UPDATE event.lead_rules SET last_error = NULL, last_error_at = NULL
-WHERE id = $1 AND last_error IS NOT NULL
+UPDATE event.lead_rules r SET last_error = NULL, last_error_at = NULL
+WHERE r.id = $1 AND r.last_error IS NOT NULL AND NOT EXISTS (
+    SELECT 1 FROM event.lead_provenances p WHERE p.rule_id = r.id AND p.sink_state = 'refused')
 """
 _REFUSED = """
 UPDATE event.lead_provenances SET sink_state = 'refused', last_error = $2, updated_at = $3
