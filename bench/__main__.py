@@ -22,6 +22,13 @@ event through HTTP, next to plain registrations and to redeliveries, in the same
 Part 4. The lead pass (`bench/leads.py`): 100 000 walk-ins of one event over 5 days, one
 matching rule, the signed webhook sink on a local server; groups and registrations/s.
 
+Part 5. The attendance import (`bench/attendance.py`): N rows (`--imports N`, 10 000) POSTed
+as a CSV to a real service and worked by its scheduler loop until the job completes.
+
+Part 6. The registration export (`bench/export.py`): N registrations of one event
+(`--export N`, 1 000 000), all columns, full and masked, through a real service over HTTP,
+against a raw `COPY` of the same rows in the same run.
+
 Database: EVENTS_BENCH_ADMIN_URL (a superuser URL) or a fresh embedded PostgreSQL.
 """
 
@@ -38,6 +45,7 @@ from uuid import UUID
 import aiohttp
 import asyncpg
 
+from bench.attendance import IMPORTS_HEADER, imports_run
 from bench.common import (
     DB,
     Cell,
@@ -48,6 +56,7 @@ from bench.common import (
     service,
     with_db,
 )
+from bench.export import EXPORT_HEADER, export_run
 from bench.leads import LEADS_HEADER, leads_run
 from bench.seam import SEAM_HEADER, seam_run
 from events_svc import migrate
@@ -284,6 +293,18 @@ def main() -> None:
                         help="attendees of the reminder benchmark (0 skips it)")  # fmt: skip
     parser.add_argument("--leads", type=int, default=100_000,
                         help="registrations of the lead pass benchmark (0 skips it)")  # fmt: skip
+    parser.add_argument(
+        "--imports",
+        type=int,
+        default=10_000,
+        help="rows of the attendance import benchmark (0 skips it)",
+    )
+    parser.add_argument(
+        "--export",
+        type=int,
+        default=1_000_000,
+        help="registrations of the export benchmark (0 skips it)",
+    )
     args = parser.parse_args()
     sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
     concurrency = [int(x) for x in args.concurrency.split(",")]
@@ -318,6 +339,16 @@ def main() -> None:
             print("\nOne lead pass, one rule, walk-ins over 5 days, the signed webhook sink:")
             print(LEADS_HEADER)
             print(line)
+        if args.imports:
+            line = asyncio.run(imports_run(admin_url, args.imports))
+            print("\nOne attendance import (CSV through HTTP), worked by the service's loop:")
+            print(IMPORTS_HEADER)
+            print(line)
+        if args.export:
+            lines = asyncio.run(export_run(admin_url, args.export))
+            print(f"\nThe export of {args.export:,} registrations, all columns, median of 3:")
+            print(EXPORT_HEADER)
+            print("\n".join(lines))
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ serve [--workers N]        start PostgreSQL (embedded unless EVENTS_DATABASE_URL
                            apply migrations, serve the API (and the scheduler loop)
 migrate                    apply pending migrations and exit
 token create|list|revoke   manage bearer API tokens
-scheduler run-once         one mail and lead pass now (--sweep: the done sweep too)
+scheduler run-once         one mail, lead and import pass now (--sweep: the done sweep too)
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from events_svc.observability import JsonFormatter
 from events_svc.scheduler import pass_options
 from events_svc.settings import Settings, SettingsError
 from events_svc.verbs import tokens
+from events_svc.verbs.attendance.batch import ImportOptions, run_import_pass
 from events_svc.verbs.leads.pass_ import LeadOptions, run_lead_pass
 from events_svc.verbs.lifecycle import sweep_done_events
 from events_svc.verbs.mail.pass_ import run_mail_pass
@@ -177,8 +178,8 @@ def cmd_token(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_scheduler(settings: Settings, args: argparse.Namespace) -> int:
-    """`scheduler run-once`: one mail pass and one lead pass now (and the done sweep with
-    --sweep)."""
+    """`scheduler run-once`: one mail pass, one lead pass and one attendance import pass now
+    (and the done sweep with --sweep)."""
 
     async def once(pool: Any) -> dict[str, Any]:
         ports = standalone_ports(settings=settings)
@@ -187,6 +188,8 @@ def cmd_scheduler(settings: Settings, args: argparse.Namespace) -> int:
         result = summary.as_dict()
         leads = await run_lead_pass(pool, ports.lead_sink, LeadOptions.from_settings(settings), now)
         result["leads"] = leads.as_dict()
+        options = ImportOptions.from_settings(settings)
+        result["imports"] = (await run_import_pass(pool, options, now)).as_dict()
         if args.sweep:
             result["events_marked_done"] = await sweep_done_events(pool, now)
         return result

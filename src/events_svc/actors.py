@@ -26,6 +26,8 @@ SCOPES: frozenset[str] = frozenset(
         "seam:write",
         "booth:write",
         "lead:write",
+        "registration:correct",
+        "registration:lifecycle",
         "attendance:write",
         "registration:export",
         "event:operate",

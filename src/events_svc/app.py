@@ -29,10 +29,13 @@ from events_svc.models import ADMIN_ERRORS, PUBLIC_ERRORS, error_responses
 from events_svc.observability import CrashGuard, JsonFormatter, PoolCollector, RequestObserver
 from events_svc.ports import Ports
 from events_svc.routes import (
+    attendance,
     booths,
     catalog,
+    corrections,
     desk,
     events,
+    exports,
     leads,
     mails,
     public,
@@ -61,6 +64,7 @@ def admin_router() -> APIRouter:
     """Every admin route (bearer/host actor, scopes), without the base path."""
     router = APIRouter(responses=_ERROR_RESPONSES)
     router.include_router(registrations.router)  # the hottest routes match first
+    router.include_router(corrections.router)
     router.include_router(events.router)
     router.include_router(catalog.router)
     router.include_router(booths.router)
@@ -68,6 +72,8 @@ def admin_router() -> APIRouter:
     router.include_router(seam.router)
     router.include_router(leads.router)
     router.include_router(desk.router)
+    router.include_router(exports.router)
+    router.include_router(attendance.router)
     router.include_router(public.mint_router)
     return router
 

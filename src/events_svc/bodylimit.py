@@ -5,16 +5,32 @@ answered 413 `payload_too_large` at once, without reading the body; a body sent
 without one (chunked) is read up to the limit and refused as soon as it passes
 it. Nothing past the limit is ever held in memory, so an anonymous client cannot
 make the service read and parse a 200 MB body. The limit is
-`EVENTS_MAX_BODY_BYTES` (1 MiB).
+`EVENTS_MAX_BODY_BYTES` (1 MiB), except on the routes of `ROUTE_LIMITS` (an attendance
+import takes up to 5 MiB).
 """
 
 from __future__ import annotations
 
 import json
+import re
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from events_svc import errors
+from events_svc.models.attendance import MAX_IMPORT_BYTES
+
+# (path pattern, limit): the routes whose bodies may be larger than the general limit
+ROUTE_LIMITS: tuple[tuple[re.Pattern[str], int], ...] = (
+    (re.compile(r"/admin/events/[^/]+/attendance-imports/?\Z"), MAX_IMPORT_BYTES),
+)
+
+
+def limit_for(path: str, default: int) -> int:
+    """The body limit of the route at `path` (matched on the end of the path)."""
+    for pattern, limit in ROUTE_LIMITS:
+        if pattern.search(path):
+            return limit
+    return default
 
 
 class BodyLimit:
@@ -28,7 +44,7 @@ class BodyLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        limit = self.limit
+        limit = limit_for(scope.get("path", ""), self.limit)
         declared = dict(scope.get("headers", [])).get(b"content-length")
         if declared is not None and declared.strip().isdigit() and int(declared) > limit:
             await _refuse(send, limit)

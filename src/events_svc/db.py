@@ -120,6 +120,8 @@ CONSTRAINT_ERRORS: dict[str, type[errors.DomainError] | _FK] = {
     "lead_rule_predicates_value_ids_shape": errors.ValidationFailed,
     "lead_rule_predicates_question_fkey": (errors.ReferenceNotFound, errors.QuestionInUse),
     "type_mails_channel_follows_kind": errors.ChannelKindMismatch,
+    # attendance imports (0018): an event deleted while its import was being created
+    "attendance_imports_event_fkey": (errors.NotFound, errors.Conflict),
 }
 
 

@@ -35,6 +35,7 @@ from events_svc.links import AttendeeLinks
 from events_svc.observability import Metrics
 from events_svc.ports import Ports
 from events_svc.settings import Settings
+from events_svc.verbs.attendance.batch import ImportOptions, next_import_due, run_import_pass
 from events_svc.verbs.leads.pass_ import LeadOptions, next_lead_due, run_lead_pass
 from events_svc.verbs.lifecycle import sweep_done_events
 from events_svc.verbs.mail.arming import CHANNEL
@@ -129,6 +130,15 @@ class SchedulerLoop:
         )
         summary.more = summary.more or leads.more
         summary.advanced += leads.requests
+        # the attendance import pass: a failing batch backs its own job off
+        imports = await run_import_pass(
+            self.pool(),
+            ImportOptions.from_settings(self.settings),
+            now,
+            stopping=self.stopping.is_set,
+        )
+        summary.more = summary.more or imports.more
+        summary.advanced += imports.batches
         if now >= self.sweep_at and not self.stopping.is_set():
             moved = await sweep_done_events(self.pool(), now)
             log.info("done sweep moved %d event(s)", moved)
@@ -147,6 +157,9 @@ class SchedulerLoop:
         lead_due = await next_lead_due(self.pool(), LeadOptions.from_settings(self.settings), now)
         if lead_due is not None:
             until_due = min(until_due, (lead_due - now).total_seconds())
+        import_due = await next_import_due(self.pool(), now)
+        if import_due is not None:
+            until_due = min(until_due, (import_due - now).total_seconds())
         until_sweep = (self.sweep_at - now).total_seconds()
         return max(0.0, min(floor, until_due, until_sweep))
 

@@ -156,6 +156,8 @@ class Settings:
     lead_cron_limit: int = 1000
     lead_webhook_url: str = ""
     lead_webhook_secret: str = field(default="", repr=False)
+    import_batch: int = 500
+    export_timeout_s: int = 600
 
     def __post_init__(self) -> None:
         if self.pool_min > self.pool_max:
@@ -210,4 +212,6 @@ class Settings:
             lead_cron_limit=_int(e, "EVENT_LEAD_CRON_LIMIT", 1000),
             lead_webhook_url=webhook_url,
             lead_webhook_secret=webhook_secret,
+            import_batch=_int(e, "EVENTS_IMPORT_BATCH", 500),
+            export_timeout_s=_int(e, "EVENTS_EXPORT_TIMEOUT_S", 600),
         )

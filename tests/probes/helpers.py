@@ -126,6 +126,29 @@ async def insert_registration(
         )
 
 
+async def correct(
+    admin: httpx.AsyncClient,
+    registration_id: str,
+    reason: str = "the attendee asked",
+    params: dict[str, str] | None = None,
+    **fields: Any,
+) -> httpx.Response:
+    """PATCH a correction of `fields`, with the registration's current version as If-Match."""
+    url = f"/admin/registrations/{registration_id}"
+    version = (await admin.get(url)).json()["version"]
+    body = {"reason": reason, **fields}
+    return await admin.patch(url, json=body, headers={"If-Match": str(version)}, params=params)
+
+
+async def cancel(
+    admin: httpx.AsyncClient, registration_id: str, reason: str = "the attendee asked"
+) -> httpx.Response:
+    """POST the cancel command with a reason."""
+    return await admin.post(
+        f"/admin/registrations/{registration_id}/cancel", json={"reason": reason}
+    )
+
+
 async def add_slot(admin: httpx.AsyncClient, event_id: str, hour: int = 10) -> dict[str, Any]:
     """A one-hour slot on 2027-05-10 (inside event_body's dates)."""
     begin, end = f"2027-05-10T{hour:02}:00:00Z", f"2027-05-10T{hour + 1:02}:00:00Z"

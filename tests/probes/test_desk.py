@@ -13,7 +13,7 @@ import pytest
 
 from events_svc.app import create_app
 from events_svc.settings import Settings
-from tests.probes.helpers import BASE, Api, add_slot, add_ticket, make_event
+from tests.probes.helpers import BASE, Api, add_slot, add_ticket, cancel, make_event
 
 SCAN = "/admin/desk/scan"
 
@@ -82,7 +82,7 @@ async def test_the_branch_table_row_by_row_with_its_audit_rows(api: Api, admin):
     assert (await scan(admin, ev["id"], archived["barcode"]))["outcome"] == "invalid_ticket"
     # 2 and 3: cancelled, draft
     cancelled = await attendee(admin, ev["id"])
-    await admin.post(f"/admin/registrations/{cancelled['id']}/cancel")
+    await cancel(admin, cancelled["id"])
     assert (await scan(admin, ev["id"], cancelled["barcode"]))["outcome"] == (
         "canceled_registration"
     )

@@ -155,6 +155,13 @@ class World:
             {"name": "Leads", "predicates": [{"axis": "event", "value_ids": [ids["event"]]}]},
             "lead_rule",
         )
+        job = self.client.post(  # an attendance import job of the event
+            f"{API}/admin/events/{ids['event']}/attendance-imports",
+            json={"rows": [{"barcode": "1"}]},
+            headers={**self.auth, "Idempotency-Key": "fuzz"},
+        )
+        assert job.status_code == 202, job.text
+        ids["import_job"] = job.json()["id"]
         mint = f"/admin/events/{ids['event']}/capabilities"
         ids["ics"] = self.post(f"{mint}/ics", {}, status=200)["token"]
         ids["tickets"] = self.post(
@@ -181,6 +188,7 @@ _BY_NAME = {
     "booth_id": ["booth"],
     "booking_id": ["booking"],
     "rule_id": ["lead_rule"],
+    "job_id": ["import_job"],
 }
 _OBJ_BY_COLLECTION = {
     "stages": "stage",

@@ -24,6 +24,8 @@ from tests.probes.helpers import (
     END,
     Api,
     add_slot,
+    cancel,
+    correct,
     event_body,
     outbox,
     ports,
@@ -59,7 +61,7 @@ async def test_before_event_mail_goes_once_to_each_eligible_attendee(api: Api, a
     ev = (await admin.post("/admin/events", json=event_body())).json()
     tpl = await template(admin)
     guests = await people(admin, ev["id"], 4)
-    await admin.post(f"/admin/registrations/{guests[1]['id']}/cancel")
+    await cancel(admin, guests[1]["id"])
     await admin.post(f"/admin/registrations/{guests[2]['id']}/archive")
     await admin.post(f"/admin/registrations/{guests[3]['id']}/set-draft")
     m = await scheduler(admin, ev["id"], tpl)
@@ -177,7 +179,7 @@ async def test_receipts_of_attendees_who_left_are_pruned(api: Api, admin):
     due = datetime.fromisoformat(b["date_open"]) + timedelta(days=1, minutes=1)
     first = await run(api, due, batch=1, cap=1)  # both receipts exist, one mail went
     assert (first.sent, first.more) == (1, True)
-    await admin.post(f"/admin/registrations/{b['id']}/cancel")
+    await cancel(admin, b["id"])
     summary = await run(api, due)
     assert summary.sent == 0 and summary.pruned == 1
     assert [o["registration_id"] for o in await outbox(api, m["id"])] == [uuid.UUID(a["id"])]
@@ -320,7 +322,7 @@ async def test_an_unreachable_recipient_fails_alone_and_is_retried_when_correcte
     assert (view["count_sent"], view["count_failed"], view["count_pending"]) == (2, 1, 0)
     again = await run(api, when + timedelta(minutes=5))  # recorded once, not retried per pass
     assert (again.sent, again.recipients_failed, again.schedulers) == (0, 0, 0)
-    fixed = await admin.patch(f"/admin/registrations/{nomail['id']}", json={"email": "n@ex.org"})
+    fixed = await correct(admin, nomail["id"], email="n@ex.org")
     assert fixed.status_code == 200
     assert (await mail(admin, m["id"]))["mail_done"] is False  # the correction reopened it
     assert (await run(api, when + timedelta(minutes=6))).sent == 1

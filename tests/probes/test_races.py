@@ -16,7 +16,7 @@ from events_svc.errors import SeatsExhausted
 from events_svc.models import AttendeeInput
 from events_svc.settings import Settings
 from events_svc.verbs.register import register
-from tests.probes.helpers import Api, add_slot, add_ticket, make_event
+from tests.probes.helpers import Api, add_slot, add_ticket, correct, make_event
 
 
 @pytest.fixture
@@ -210,10 +210,7 @@ async def test_registrations_and_mail_edits_racing_passes_never_deadlock(api: Ap
         ]
         edit = {"body": f"Hello {{{{ registration.name }}}} {round_}"}
         calls.append(admin.patch(f"/admin/templates/{tpl}", json=edit))
-        calls += [
-            admin.patch(f"/admin/registrations/{p}", json={"email": f"f{round_}{i}@ex.org"})
-            for i, p in enumerate(people)
-        ]
+        calls += [correct(admin, p, email=f"f{round_}{i}@ex.org") for i, p in enumerate(people)]
         calls += [admin.post("/admin/schedulers/run") for _ in range(3)]
         results = await asyncio.gather(*calls, passes(), passes(), passes())
         errors = [r.text for r in results if r is not None and r.status_code >= 500]
@@ -342,9 +339,7 @@ async def test_an_address_corrected_while_a_pass_fails_it_is_retried(api: Api, a
         await admin.get("/admin/registrations", params={"event_id": event_id, "q": "G1"})
     ).json()
     (target,) = nomail["items"]
-    fixing = asyncio.create_task(
-        admin.patch(f"/admin/registrations/{target['id']}", json={"email": "g1@example.org"})
-    )
+    fixing = asyncio.create_task(correct(admin, target["id"], email="g1@example.org"))
     await _until_a_lock_is_awaited(api)  # the correction waits for the row the pass holds
     held.release.set()
     assert (await passing).recipients_failed == 1  # it read the old, empty address

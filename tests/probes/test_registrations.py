@@ -13,7 +13,16 @@ from events_svc import EventSurface, create_app
 from events_svc.ports import PartnerContact, Ports
 from events_svc.settings import Settings
 from events_svc.verbs import register as register_module
-from tests.probes.helpers import BASE, Api, Directory, add_slot, add_ticket, make_event
+from tests.probes.helpers import (
+    BASE,
+    Api,
+    Directory,
+    add_slot,
+    add_ticket,
+    cancel,
+    correct,
+    make_event,
+)
 
 
 async def reg(admin: httpx.AsyncClient, event_id: str, **body: Any) -> httpx.Response:
@@ -143,7 +152,7 @@ async def test_state_machine_and_the_arm_rule(api: Api, admin: httpx.AsyncClient
     second = (await reg(admin, ev["id"])).json()  # the freed seat is taken
     r = await admin.post(f"{url}/confirm")  # entering open re-checks seats
     assert r.status_code == 409 and code(r) == "event_seats_exhausted"
-    await admin.post(f"/admin/registrations/{second['id']}/cancel")
+    await cancel(admin, second["id"])
     async with api.pool.acquire() as conn:
         await conn.execute("UPDATE event.mails SET mail_done = true, scheduled_date = NULL")
     r = await admin.post(f"{url}/confirm")  # draft → open arms
@@ -186,15 +195,17 @@ async def test_patch_writes_attendee_fields_only(admin: httpx.AsyncClient):
         ("active", False),
         ("sale_status", "sold"),
         ("event_id", ev["id"]),
+        ("partner_id", str(uuid.uuid4())),
     ):
-        resp = await admin.patch(url, json={field: value})
+        resp = await admin.patch(url, json={"reason": "x", field: value}, headers={"If-Match": "1"})
         assert resp.status_code == 422 and code(resp) == "field_not_writable"
         assert resp.json()["error"]["field"] == field
-    resp = await admin.patch(
-        url, params={"pii": "full"}, json={"name": "Grace Hopper", "company_name": "Navy"}
+    resp = await correct(
+        admin, r["id"], params={"pii": "full"}, name="Grace Hopper", company_name="Navy"
     )
     assert resp.json()["name"] == "Grace Hopper" and resp.json()["version"] == 2
-    assert (await admin.patch(url, json={"colour": "x"})).status_code == 422
+    resp = await admin.patch(url, json={"reason": "x", "colour": "x"}, headers={"If-Match": "2"})
+    assert resp.status_code == 422
 
 
 async def test_reads_mask_pii_unless_scoped_and_asked(api: Api, admin: httpx.AsyncClient):
@@ -310,15 +321,19 @@ async def test_sync_from_partner_fills_empty_fields_only(settings: Settings, poo
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url=BASE, headers=headers) as c:
             ev = await make_event(c)
-            r = (await reg(c, ev["id"], name="Kept Name")).json()
-            url = f"/admin/registrations/{r['id']}/sync-from-partner"
-            resp = await c.post(url)
+            alone = (await reg(c, ev["id"], name="Kept Name")).json()
+            resp = await c.post(f"/admin/registrations/{alone['id']}/sync-from-partner")
             assert resp.status_code == 409 and code(resp) == "registration_has_no_partner"
-            await c.patch(f"/admin/registrations/{r['id']}", json={"partner_id": str(uuid.uuid4())})
+            r = (await reg(c, ev["id"], name="Kept Name", partner_id=str(uuid.uuid4()))).json()
+            url = f"/admin/registrations/{r['id']}/sync-from-partner"
             resp = await c.post(url, params={"pii": "full"})
             body = resp.json()
             assert body["name"] == "Kept Name" and body["email"] == "p@example.org"
-            assert body["phone"] == "+1 555 0100" and body["version"] == 3
+            assert body["phone"] == "+1 555 0100" and body["version"] == 2
+            history = (await c.get(f"/admin/registrations/{r['id']}/revisions")).json()
+            (sync,) = history["items"]
+            assert (sync["verb"], sync["fields"]) == ("sync_from_partner", ["email", "phone"])
+            assert sync["changes"]["email"] == {"before": "", "after": "p***@example.org"}
 
 
 async def test_unwired_partner_directory_answers_503(admin: httpx.AsyncClient):
@@ -490,7 +505,7 @@ async def test_nothing_enters_open_on_a_cancelled_event(admin: httpx.AsyncClient
     draft = (await reg(admin, ev["id"])).json()
     await admin.post(f"/admin/registrations/{draft['id']}/set-draft")
     cancelled = (await reg(admin, ev["id"])).json()
-    await admin.post(f"/admin/registrations/{cancelled['id']}/cancel")
+    await cancel(admin, cancelled["id"])
     for way_back in ("confirm", "set-draft", "set-done"):  # only reactivate leaves cancel
         r = await admin.post(f"/admin/registrations/{cancelled['id']}/{way_back}")
         assert (r.status_code, code(r)) == (409, "use_reactivate"), way_back
@@ -511,9 +526,9 @@ async def test_date_closed_is_stamped_once_and_corrected_by_hand(admin: httpx.As
     again = (await admin.post(f"/admin/registrations/{r['id']}/set-done")).json()
     assert again["date_closed"] == stamped  # never overwritten
     by_hand = "2027-05-11T12:00:00Z"
-    fixed = await admin.patch(f"/admin/registrations/{r['id']}", json={"date_closed": by_hand})
+    fixed = await correct(admin, r["id"], date_closed=by_hand)
     assert fixed.status_code == 200 and fixed.json()["date_closed"] == by_hand
-    cleared = await admin.patch(f"/admin/registrations/{r['id']}", json={"date_closed": None})
+    cleared = await correct(admin, r["id"], date_closed=None)
     assert cleared.json()["date_closed"] is None
 
 

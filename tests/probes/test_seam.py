@@ -15,7 +15,16 @@ from events_svc.actors import SYSTEM
 from events_svc.db import create_pool
 from events_svc.models.seam import OrderConfirmed
 from events_svc.verbs import seam
-from tests.probes.helpers import Api, add_ticket, make_event, outbox, run, scheduler, template
+from tests.probes.helpers import (
+    Api,
+    add_ticket,
+    cancel,
+    make_event,
+    outbox,
+    run,
+    scheduler,
+    template,
+)
 
 SEAM = "/admin/seam/orders"
 
@@ -301,7 +310,7 @@ async def test_the_heal_skips_rows_an_officer_moved(api: Api, admin):
     body = confirmed(ev["id"], 3, total="25")
     minted = await fact(admin, "confirmed", body)
     kept, dropped, opened = minted["registration_ids"]
-    r = await admin.post(f"/admin/registrations/{dropped}/cancel")
+    r = await cancel(admin, dropped)
     assert r.status_code == 200 and r.json()["state_origin"] == "officer"
     r = await admin.post(f"/admin/registrations/{opened}/confirm")
     assert r.json()["state"] == "open" and r.json()["sale_status"] == "to_pay"

@@ -8,12 +8,20 @@ request itself (401, 403, 404, 412, 413, 429), `invalid` the 422s, `conflict`
 the 409s, `unavailable` the 503s.
 """
 
+from events_svc.errors.attendance import (
+    IdempotencyKeyRequired,
+    ImportCsvInvalid,
+    ImportFinished,
+    ImportHeaderInvalid,
+    UnsupportedMediaType,
+)
 from events_svc.errors.base import DomainError, all_errors
 from events_svc.errors.client import (
     EventNotPublished,
     MissingScope,
     NotFound,
     PayloadTooLarge,
+    PreconditionRequired,
     RateLimited,
     StaleRevision,
     Unauthenticated,
@@ -31,10 +39,12 @@ from events_svc.errors.conflict import (
     EventCancelled,
     EventHasBooths,
     EventHasRegistrations,
+    IdempotencyKeyConflict,
     NoPipeEndStage,
     QuestionInUse,
     QuestionKindLocked,
     RegistrationHasNoPartner,
+    RegistrationNotCancelled,
     RegistrationsClosed,
     RegistrationsWithoutSlot,
     SaleWindowClosed,
@@ -45,6 +55,11 @@ from events_svc.errors.conflict import (
     StageInUse,
     TicketHasRegistrations,
     UseReactivate,
+)
+from events_svc.errors.exports import (
+    ExportColumnDuplicate,
+    ExportColumnUnknown,
+    ExportConfirmationInvalid,
 )
 from events_svc.errors.invalid import (
     AnswerInvalid,
@@ -122,7 +137,15 @@ __all__ = [
     "EventNotMultiSlots",
     "EventNotPublished",
     "EventUrlNotAbsolute",
+    "ExportColumnDuplicate",
+    "ExportColumnUnknown",
+    "ExportConfirmationInvalid",
     "FieldNotWritable",
+    "IdempotencyKeyConflict",
+    "IdempotencyKeyRequired",
+    "ImportCsvInvalid",
+    "ImportFinished",
+    "ImportHeaderInvalid",
     "InvalidCursor",
     "InvalidJson",
     "InvalidTimezone",
@@ -137,6 +160,7 @@ __all__ = [
     "PerOrderCapExceeded",
     "PerOrderCapOutOfRange",
     "PhoneInvalid",
+    "PreconditionRequired",
     "PublishFenced",
     "QuestionInUse",
     "QuestionKindLocked",
@@ -144,6 +168,7 @@ __all__ = [
     "RateLimited",
     "ReferenceNotFound",
     "RegistrationHasNoPartner",
+    "RegistrationNotCancelled",
     "RegistrationNotInEvent",
     "RegistrationsClosed",
     "RegistrationsWithoutSlot",
@@ -166,6 +191,7 @@ __all__ = [
     "TicketNotInEvent",
     "Unauthenticated",
     "UnknownField",
+    "UnsupportedMediaType",
     "UseMarkDone",
     "UseReactivate",
     "ValidationFailed",

@@ -41,6 +41,13 @@ class StaleRevision(DomainError):
     status = 412
 
 
+class PreconditionRequired(DomainError):
+    """This write needs If-Match naming the version it was based on."""
+
+    code = "precondition_required"
+    status = 428
+
+
 class PayloadTooLarge(DomainError):
     """The request body is larger than this route accepts."""
 

@@ -160,3 +160,16 @@ class DeliveryKeyConflict(Conflict):
     """This delivery key was already used for another fact (another verb or order)."""
 
     code = "delivery_key_conflict"
+
+
+class IdempotencyKeyConflict(Conflict):
+    """This Idempotency-Key was already used for another command (another verb, object or
+    body)."""
+
+    code = "idempotency_key_conflict"
+
+
+class RegistrationNotCancelled(Conflict):
+    """Only a cancelled registration can be reactivated."""
+
+    code = "registration_not_cancelled"

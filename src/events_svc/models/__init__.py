@@ -85,6 +85,7 @@ from events_svc.models.events import (
     SlotSeats,
     TicketSeats,
 )
+from events_svc.models.exports import ExportBody, ExportPreview, ExportPreviewBody
 from events_svc.models.public import (
     CapabilityView,
     IcsMint,
@@ -115,9 +116,12 @@ from events_svc.models.registrations import (
     AnswerValue,
     AttendeeFields,
     AttendeeInput,
+    ReasonBody,
+    RegistrationCounts,
     RegistrationCreate,
     RegistrationPatch,
     RegistrationView,
+    RevisionView,
 )
 from events_svc.models.service import (
     ADMIN_ERRORS,
@@ -163,6 +167,9 @@ __all__ = [
     "EventPatch",
     "EventQuestionView",
     "EventView",
+    "ExportBody",
+    "ExportPreview",
+    "ExportPreviewBody",
     "HealthView",
     "IcsMint",
     "Instant",
@@ -194,10 +201,13 @@ __all__ = [
     "QuestionPatch",
     "QuestionView",
     "ReadyView",
+    "ReasonBody",
+    "RegistrationCounts",
     "RegistrationCreate",
     "RegistrationPatch",
     "RegistrationState",
     "RegistrationView",
+    "RevisionView",
     "RunSummary",
     "ScopeSeats",
     "SeatsView",

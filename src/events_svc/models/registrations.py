@@ -40,15 +40,21 @@ class RegistrationCreate(AttendeeInput):
     partner_id: UUID | None = None
 
 
+Reason = Annotated[str, Field(min_length=1, max_length=500)]
+
+
 class RegistrationPatch(Command):
+    """A correction: attendee fields only, with the reason it is made."""
+
+    reason: Reason
     name: PersonName | None = None
     email: Email | None = None
     phone: Phone | None = None
     company_name: CompanyName | None = None
-    partner_id: UUID | None = None
     # set by hand, or cleared with null; `done` stamps it only when it is empty
     date_closed: Instant | None = None
     # fenced: named so the refusal can say why, never written
+    partner_id: Any = None
     state: Any = None
     sale_status: Any = None
     sale_order_id: Any = None
@@ -66,7 +72,48 @@ class RegistrationPatch(Command):
     id: Any = None
 
 
-REGISTRATION_WRITABLE = ("name", "email", "phone", "company_name", "partner_id", "date_closed")
+REGISTRATION_WRITABLE = ("name", "email", "phone", "company_name", "date_closed")
+
+
+class ReasonBody(Command):
+    """Why a registration is cancelled or reactivated (kept in its revision history)."""
+
+    reason: Reason
+
+
+class RevisionChange(View):
+    before: Any
+    after: Any
+
+
+class RevisionView(View):
+    """One reasoned write of a registration; values masked unless read with pii=full."""
+
+    id: UUID
+    version: int
+    verb: Literal["correct", "cancel", "reactivate", "sync_from_partner"]
+    actor: str
+    actor_kind: str
+    reason: str
+    fields: list[str]
+    changes: dict[str, RevisionChange]
+    at: datetime
+
+
+class RegistrationCountsByState(View):
+    draft: int
+    open: int
+    done: int
+    cancel: int
+
+
+class RegistrationCounts(View):
+    """An event's registrations counted, without attendee data."""
+
+    event_id: UUID
+    total: int
+    by_state: RegistrationCountsByState
+    archived: int
 
 
 class AnswerValue(View):

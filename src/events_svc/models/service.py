@@ -45,6 +45,7 @@ _ERROR_TEXT = {
     409: "a conflict with the current state (typed code)",
     412: "stale_revision",
     413: "payload_too_large",
+    428: "precondition_required (this write needs If-Match)",
     422: "unknown_field, validation_failed (with `field` and `errors`), invalid_json "
     "(with `line` and `column`), date_out_of_range, phone_invalid, or a typed refusal",
     429: "rate_limited (Retry-After)",

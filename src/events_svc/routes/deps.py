@@ -96,15 +96,23 @@ async def bearer_actor(request: Request) -> Actor:
 ActorResolver = Callable[[Request], Awaitable[Actor]]
 
 
-def require(scope: str) -> Any:
-    """A dependency answering the actor when it holds `scope` (403 missing_scope otherwise)."""
+class ScopeCheck:
+    """The dependency of a route that needs `scope`: answers the actor when it holds it
+    (403 missing_scope otherwise). Its scope is readable, so the permissions table in
+    docs/permissions.md is built from the routes themselves."""
 
-    async def check(actor: Annotated[Actor, Depends(current_actor)]) -> Actor:
-        if not actor.has(scope):
-            raise errors.MissingScope(f"This route needs the {scope} scope.", scope=scope)
+    def __init__(self, scope: str) -> None:
+        self.scope = scope
+
+    async def __call__(self, actor: Annotated[Actor, Depends(current_actor)]) -> Actor:
+        if not actor.has(self.scope):
+            raise errors.MissingScope(f"This route needs the {self.scope} scope.", scope=self.scope)
         return actor
 
-    return Depends(check)
+
+def require(scope: str) -> Any:
+    """A dependency answering the actor when it holds `scope` (403 missing_scope otherwise)."""
+    return Depends(ScopeCheck(scope))
 
 
 async def parse_if_match(if_match: Annotated[str | None, Header()] = None) -> int | None:
@@ -118,6 +126,12 @@ async def parse_if_match(if_match: Annotated[str | None, Header()] = None) -> in
 
 
 IfMatch = Annotated[int | None, Depends(parse_if_match)]
+
+# a client's key for a command it may send again: the replay answers the first result
+IdempotencyKey = Annotated[
+    str | None,
+    Header(alias="Idempotency-Key", min_length=1, max_length=200, pattern=r"^[\x21-\x7e]+$"),
+]
 
 
 # Lists: `limit` 1..200 (default 50) and an opaque cursor; free-text filters are bounded.

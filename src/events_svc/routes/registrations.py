@@ -1,4 +1,5 @@
-"""Admin routes for registrations: the register verb, reads, the state machine, edits."""
+"""Admin routes for registrations: the register verb, reads and counts, the state verbs,
+archiving and the partner sync (the reasoned commands are `routes.corrections`)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from fastapi import APIRouter, Response, status
 
 from events_svc import errors
 from events_svc.actors import Actor
-from events_svc.models import Page, RegistrationCreate, RegistrationPatch, RegistrationView
+from events_svc.models import Page, RegistrationCounts, RegistrationCreate, RegistrationView
 from events_svc.routes.deps import (
     BarcodeText,
     Ctx,
@@ -96,6 +97,11 @@ async def list_registrations(
     return answer(Page[RegistrationView], page)
 
 
+@router.get("/admin/events/{event_id}/registrations/count", response_model=RegistrationCounts)
+async def count_registrations(ctx: Ctx, actor: Read, event_id: UUID) -> Response:
+    return answer(RegistrationCounts, await verbs.count_registrations(ctx.db(), actor, event_id))
+
+
 @router.get("/admin/registrations/{registration_id}", response_model=RegistrationView)
 async def get_registration(
     ctx: Ctx, actor: Read, registration_id: UUID, pii: PiiMode = "masked"
@@ -103,22 +109,6 @@ async def get_registration(
     full = pii_full(actor, pii)
     view = await verbs.get_registration(ctx.db(), actor, registration_id, pii_full=full)
     return answer(RegistrationView, view, etag=view["version"])
-
-
-@router.patch("/admin/registrations/{registration_id}", response_model=RegistrationView)
-async def patch_registration(
-    ctx: Ctx,
-    actor: Write,
-    registration_id: UUID,
-    body: RegistrationPatch,
-    if_match: IfMatch,
-    pii: PiiMode = "masked",
-) -> Response:
-    full = pii_full(actor, pii)
-    view = await verbs.patch_registration(
-        ctx.db(), actor, registration_id, body, ctx.clock(), if_match=if_match
-    )
-    return _answer(view, full)
 
 
 Action = Callable[[Ctx, Actor, UUID, IfMatch], Awaitable[dict[str, Any]]]
@@ -146,7 +136,7 @@ def _action_route(path: str, run: Action) -> None:
     )
 
 
-def _to_state(target: verbs.State) -> Action:
+def _to_state(target: states.OfficerTarget) -> Action:
     async def run(ctx: Ctx, actor: Actor, rid: UUID, if_match: int | None) -> dict[str, Any]:
         return await states.transition(ctx.db(), actor, rid, target, ctx.clock(), if_match=if_match)
 
@@ -163,7 +153,6 @@ def _to_active(active: bool) -> Action:
 _action_route("confirm", _to_state("open"))
 _action_route("set-draft", _to_state("draft"))
 _action_route("set-done", _to_state("done"))
-_action_route("cancel", _to_state("cancel"))
 _action_route("archive", _to_active(False))
 _action_route("unarchive", _to_active(True))
 

@@ -1,6 +1,9 @@
-"""Registrations after they exist: attendee edits, the partner sync, and the reads
-(masked unless the caller may see PII). The state machine and archiving are
-`verbs.states`.
+"""Registrations after they exist: the attendee write (corrections and the partner sync
+share it), the reads (masked unless the caller may see PII) and the counts. The state
+machine and archiving are `verbs.states`; the reasoned commands are `verbs.corrections`.
+
+Search (`q`) matches names and exact barcodes; it matches emails only for an actor with
+`registration:pii`, so a masked reader cannot probe whether an address is registered.
 
 Changing an attendee's address retries the mails that failed for that attendee
 alone (`arming.retry_failed_mails`). Lock order: the registration row, then scheduler
@@ -17,12 +20,13 @@ from uuid import UUID
 from events_svc import errors
 from events_svc.actors import Actor
 from events_svc.db import Connection, Pool, connection, must, transaction
-from events_svc.models import REGISTRATION_WRITABLE, RegistrationPatch, RegistrationState
+from events_svc.models import RegistrationState
 from events_svc.ports import PartnerDirectory
 from events_svc.verbs.audit import write_audit
-from events_svc.verbs.common import check_if_match, clamp_limit, decode_cursor, page
+from events_svc.verbs.common import clamp_limit, decode_cursor, page
 from events_svc.verbs.mail.arming import retry_failed_mails
 from events_svc.verbs.pii import mask_registration
+from events_svc.verbs.revisions import write_revision
 
 State = RegistrationState
 
@@ -38,11 +42,23 @@ WHERE ($1::uuid IS NULL OR r.event_id = $1)
   AND event.visible_to(r.company_id, $2)
   AND ($3::text IS NULL OR r.state = $3)
   AND ($4::boolean IS NULL OR r.active = $4)
-  AND ($5::text IS NULL OR r.barcode = $5 OR r.name ILIKE '%' || $5 || '%'
-       OR r.email ILIKE '%' || $5 || '%')
+  AND ($5::text IS NULL OR r.barcode = $10 OR r.name ILIKE '%' || $5 || '%'
+       OR ($11 AND r.email ILIKE '%' || $5 || '%'))
   AND ($6::text IS NULL OR r.barcode = $6)
   AND ($7::uuid IS NULL OR r.id > $7)
 ORDER BY r.id LIMIT $8
+"""
+_COUNT = """
+SELECT e.id AS event_id, count(r.id) AS total,
+    count(r.id) FILTER (WHERE r.active AND r.state = 'draft') AS draft,
+    count(r.id) FILTER (WHERE r.active AND r.state = 'open') AS open,
+    count(r.id) FILTER (WHERE r.active AND r.state = 'done') AS done,
+    count(r.id) FILTER (WHERE r.active AND r.state = 'cancel') AS cancel,
+    count(r.id) FILTER (WHERE NOT r.active) AS archived
+FROM event.events e
+LEFT JOIN event.registrations r ON r.event_id = e.id
+WHERE e.id = $1 AND event.visible_to(e.company_id, $2)
+GROUP BY e.id
 """
 _FIND = """
 SELECT event_id, event_slot_id, event_ticket_id FROM event.registrations r
@@ -60,7 +76,7 @@ UPDATE event.registrations SET name = $2, email = $3, phone = $4, company_name =
     partner_id = $6, date_closed = $7, version = version + 1, updated_at = $8
 WHERE id = $1
 """
-_FENCED = tuple(f for f in RegistrationPatch.model_fields if f not in REGISTRATION_WRITABLE)
+_SYNC_REASON = "filled from the partner directory"
 
 
 async def find_registration(conn: Connection, actor: Actor, registration_id: UUID) -> Any:
@@ -119,6 +135,21 @@ async def get_registration_state(pool: Pool, actor: Actor, registration_id: UUID
     return {k: row[k] for k in keys}
 
 
+async def count_registrations(pool: Pool, actor: Actor, event_id: UUID) -> dict[str, Any]:
+    """{total, by_state, archived} of an event the actor may see: counts, no attendee data."""
+    async with connection(pool) as conn:
+        row = await conn.fetchrow(_COUNT, event_id, actor.company_id)
+    if row is None:
+        raise errors.NotFound("No such event.")
+    states = ("draft", "open", "done", "cancel")
+    return {
+        "event_id": row["event_id"],
+        "total": row["total"],
+        "by_state": {k: row[k] for k in states},
+        "archived": row["archived"],
+    }
+
+
 async def get_registration(
     pool: Pool, actor: Actor, registration_id: UUID, *, pii_full: bool = False
 ) -> dict[str, Any]:
@@ -172,6 +203,8 @@ async def list_registrations(
             after,
             size + 1,
             sale_order_id,
+            q,
+            actor.has("registration:pii"),
         )
         items = [dict(r) for r in rows]
         if pii_full and items:
@@ -179,33 +212,13 @@ async def list_registrations(
     return page([_view(i, pii_full) for i in items], size, "id")
 
 
-async def patch_registration(
-    pool: Pool,
-    actor: Actor,
-    registration_id: UUID,
-    cmd: RegistrationPatch,
-    now: datetime,
-    *,
-    if_match: int | None = None,
-) -> dict[str, Any]:
-    """Write attendee fields only; every other field is `field_not_writable`."""
-    for name in _FENCED:
-        if name in cmd.model_fields_set:
-            raise errors.FieldNotWritable(f"{name} is not writable here.", field=name)
-    changes = cmd.given()
-    for name in ("name", "email", "phone", "company_name"):
-        if name in changes and changes[name] is None:
-            changes[name] = ""
-    async with transaction(pool) as conn:
-        found = await find_registration(conn, actor, registration_id)
-        reg = await lock_registration(conn, registration_id)
-        check_if_match(reg["version"], if_match, name="version")
-        return await _write_attendee(
-            conn, actor, reg, changes, found["event_id"], now, "registration_updated"
-        )
+_AUDIT_VERBS = {
+    "correct": "registration_corrected",
+    "sync_from_partner": "registration_synced_from_partner",
+}
 
 
-async def _write_attendee(
+async def write_attendee(
     conn: Connection,
     actor: Actor,
     reg: dict[str, Any],
@@ -213,7 +226,11 @@ async def _write_attendee(
     event_id: UUID,
     now: datetime,
     verb: str,
+    reason: str,
 ) -> dict[str, Any]:
+    """Write the attendee fields that differ on the locked row `reg`: version bumped, one
+    revision (`verb`, `reason`, before/after) and one audit row (field names); nothing at
+    all when nothing differs."""
     changed = sorted(k for k, v in changes.items() if reg[k] != v)
     if changed:
         new = {**reg, **changes}
@@ -228,11 +245,13 @@ async def _write_attendee(
             new["date_closed"],
             now,
         )
+        diff = {k: (reg[k], changes[k]) for k in changed}
+        await write_revision(conn, actor, reg["id"], reg["version"] + 1, verb, reason, diff, now)
         # field names only: the values are PII
         await write_audit(
             conn,
             actor,
-            verb,
+            _AUDIT_VERBS[verb],
             "registration",
             reg["id"],
             event_id=event_id,
@@ -267,6 +286,6 @@ async def sync_from_partner(
             for k in ("name", "email", "phone", "company_name")
             if not reg[k] and getattr(contact, k)
         }
-        return await _write_attendee(
-            conn, actor, reg, fills, row["event_id"], now, "registration_synced_from_partner"
+        return await write_attendee(
+            conn, actor, reg, fills, row["event_id"], now, "sync_from_partner", _SYNC_REASON
         )

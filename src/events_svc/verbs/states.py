@@ -7,9 +7,11 @@ sale status and who set it (`state_origin`: `sale` or, on a sale-linked row,
 `officer`), stamps `date_closed` on `done` when it is empty, arms the schedulers
 when the row enters `open` from `draft` or `cancel` (re-confirming an open row, and
 `open -> done`, never do), and writes the audit row. The officer verbs (`confirm`,
-`set_draft`, `set_done`, `cancel`) call it through `transition()`, which adds the
-officer's rules: a cancelled registration leaves `cancel` only through reactivation
-(409 `use_reactivate`), and nothing enters `open` on a cancelled event. The sale seam
+`set_draft`, `set_done`) call it through `transition()`, which adds the officer's
+rules: a cancelled registration leaves `cancel` only through reactivation (409
+`use_reactivate`), and nothing enters `open` on a cancelled event. Cancel and
+reactivate, which need a reason, are `verbs.corrections`; the desk and the attendance
+import mark `done` with it. The sale seam
 calls it for its heal and its cancel cascade, where a paid attendee may be lifted
 past a full event (`overbook`: flagged, never refused).
 
@@ -36,6 +38,7 @@ from events_svc.verbs.registrations import find_registration, lock_registration,
 from events_svc.verbs.seats import ensure_seats
 
 State = RegistrationState
+OfficerTarget = Literal["open", "draft", "done"]  # cancel needs a reason: verbs.corrections
 Origin = Literal["sale", "officer"]
 
 # whether a change makes a row hold a seat, or become one the scheduler mails: the two
@@ -179,7 +182,7 @@ async def transition(
     pool: Pool,
     actor: Actor,
     registration_id: UUID,
-    target: State,
+    target: OfficerTarget,
     now: datetime,
     *,
     if_match: int | None = None,

@@ -1,0 +1,6 @@
+"""The attendance import: a bounded, resumable job that marks attendance row by row.
+
+`parse` turns a CSV body or JSON rows into stored rows, `jobs` creates, reads, resumes
+and cancels a job, `batch` is the pass that works jobs in batches (the scheduler loop's
+and `resume`'s).
+"""
