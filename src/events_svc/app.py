@@ -173,9 +173,14 @@ def install_error_handlers(app: FastAPI) -> None:
 
     async def http(_: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)
-        if exc.status_code == 400 and isinstance(exc.__cause__, ValueError):
+        if exc.status_code == 400 and isinstance(exc.__cause__, UnicodeDecodeError):
             # the framework could not even decode the body (not UTF-8): malformed JSON too
             return _error_response(errors.InvalidJson("The body is not UTF-8 encoded JSON."))
+        if exc.status_code == 400 and isinstance(exc.__cause__, ValueError | RecursionError):
+            # an integer past the parser's digit limit, or nesting deeper than it reads
+            return _error_response(
+                errors.InvalidJson("The body is JSON this service does not read.")
+            )
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
         body = {"error": {"code": code, "detail": str(exc.detail)}}
         return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)

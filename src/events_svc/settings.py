@@ -158,6 +158,8 @@ class Settings:
     lead_webhook_secret: str = field(default="", repr=False)
     import_batch: int = 500
     export_timeout_s: int = 600
+    export_max_rows: int = 2_000_000
+    export_concurrency: int = 2
 
     def __post_init__(self) -> None:
         if self.pool_min > self.pool_max:
@@ -214,4 +216,6 @@ class Settings:
             lead_webhook_secret=webhook_secret,
             import_batch=_int(e, "EVENTS_IMPORT_BATCH", 500),
             export_timeout_s=_int(e, "EVENTS_EXPORT_TIMEOUT_S", 600),
+            export_max_rows=_int(e, "EVENTS_EXPORT_MAX_ROWS", 2_000_000),
+            export_concurrency=_int(e, "EVENTS_EXPORT_CONCURRENCY", 2),
         )

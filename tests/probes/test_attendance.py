@@ -202,8 +202,22 @@ async def test_json_rows_by_barcode_or_registration_id(api: Api, admin):
     r = await post_json(admin, ev["id"], [{"barcode": "1", "name": "Ada"}], key="k2")
     assert r.status_code == 422 and r.json()["error"]["code"] == "unknown_field"
     assert r.json()["error"]["field"] == "rows.0.name"
-    r = await post_json(admin, ev["id"], [{"barcode": 12345}], key="k3")
-    assert r.status_code == 422 and r.json()["error"]["field"] == "rows.0.barcode"
+    # a number or a boolean names nothing: its row is malformed, the others are read
+    r = await post_json(admin, ev["id"], [{"barcode": 12345}, {"registration_id": True}], key="k3")
+    typed = await resume(admin, (await created(r))["id"])
+    assert typed["total"] == 2 and typed["errors"] == [
+        {"row": 1, "code": "malformed_row"},
+        {"row": 2, "code": "malformed_row"},
+    ]
+    r = await post_json(admin, ev["id"], [{"barcode": {"x": 1}}], key="k3b")
+    assert r.status_code == 422 and r.json()["error"]["field"].startswith("rows.0.barcode")
+    for body in (b'{"rows": [{"barcode": ' + b"1" * 5000 + b"}]}", b"[" * 100_000):
+        r = await admin.post(
+            imports(ev["id"]),
+            content=body,
+            headers={"content-type": "application/json", "idempotency-key": "k3c"},
+        )
+        assert r.status_code == 422 and r.json()["error"]["code"] == "invalid_json", r.text
     r = await post_json(admin, ev["id"], [{"barcode": "1" * 201}], key="k4")
     assert r.status_code == 422 and r.json()["error"]["field"] == "rows.0.barcode"
     r = await admin.post(
@@ -455,19 +469,24 @@ async def test_a_replay_answers_the_same_job_and_stores_nothing_twice(api: Api, 
     ev = await make_event(admin)
     other = await make_event(admin)
     codes = await seed_open(api, ev["id"], 3, 200_000)
-    first = await created(await post_csv(admin, ev["id"], csv_of("barcode", codes)))
+    made = await post_csv(admin, ev["id"], csv_of("barcode", codes))
+    first_headers = dict(made.headers)
+    first = await created(made)
     again = await post_csv(admin, ev["id"], csv_of("barcode", codes))
-    assert again.status_code == 200 and again.json()["id"] == first["id"]
+    assert again.status_code == 202 and again.json()["id"] == first["id"]
+    assert again.headers["idempotent-replayed"] == "true"
+    assert "idempotent-replayed" not in {k.lower() for k in first_headers}
     # the key names the job whatever the body says; the job moves on, and so does its view
     await resume(admin, first["id"])
     later = await post_csv(admin, ev["id"], csv_of("barcode", codes[:1]))
-    assert later.status_code == 200 and later.json()["id"] == first["id"]
+    assert later.status_code == 202 and later.json()["id"] == first["id"]
     assert later.json()["state"] == "completed" and later.json()["total"] == 3
     # racing replays: one job
     racing = await asyncio.gather(
         *(post_csv(admin, ev["id"], csv_of("barcode", codes), key="race") for _ in range(5))
     )
-    assert sorted(r.status_code for r in racing) == [200, 200, 200, 200, 202]
+    assert [r.status_code for r in racing] == [202] * 5
+    assert sum("idempotent-replayed" in r.headers for r in racing) == 4
     assert len({r.json()["id"] for r in racing}) == 1
     # keys are per event: the same key on another event is that event's own job
     elsewhere = await created(await post_csv(admin, other["id"], csv_of("barcode", codes)))

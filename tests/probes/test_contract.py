@@ -248,6 +248,17 @@ async def test_malformed_json_answers_invalid_json_with_line_and_column(admin: h
     refused(r, "invalid_json")
 
 
+@pytest.mark.parametrize(
+    "body",
+    [b'{"seats_max": ' + b"1" * 5000 + b"}", b"[" * 100_000, b'{"a": ' * 50_000],
+    ids=["integer-past-the-digit-limit", "deep-array", "deep-object"],
+)
+async def test_json_the_parser_will_not_read_answers_invalid_json(admin, body: bytes):
+    for path in ("/admin/events", "/admin/registrations"):
+        r = await admin.post(path, content=body, headers={"content-type": "application/json"})
+        refused(r, "invalid_json")
+
+
 @pytest.mark.parametrize("phone", ["call me maybe", "12345", "1" * 33, "+44 20 7946 0958 x12"])
 async def test_phones_must_look_like_phones(
     admin: httpx.AsyncClient, public: httpx.AsyncClient, world: dict[str, str], phone: str

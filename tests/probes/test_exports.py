@@ -568,6 +568,52 @@ async def test_without_a_second_connection_the_download_is_busy_and_the_token_un
     assert (await download(admin, ev["id"], token)).status_code == 200  # still usable
 
 
+async def test_an_export_is_bounded_in_rows_and_in_downloads_at_once(api: Api, admin, db_url: str):
+    ev = await make_event(admin)
+    for name in ("Ada", "Grace", "Edsger"):
+        await insert(api, ev["id"], name=name)
+    settings = Settings(
+        database_url=db_url, scheduler_enabled=False, export_max_rows=3, export_concurrency=1
+    )
+    bounded = create_app(settings)
+    async with (
+        bounded.router.lifespan_context(bounded),
+        httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=bounded),
+            base_url=str(admin.base_url),
+            headers=dict(admin.headers),
+        ) as client,
+    ):
+        token = (await preview(client, ev["id"], ["name"]))["confirmation_token"]
+        # the event grew past the bound after the preview: refused, the token unused
+        late = await insert(api, ev["id"], name="Late")
+        r = await download(client, ev["id"], token)
+        error = r.json()["error"]
+        assert (r.status_code, error["code"], error["row_count"], error["limit"]) == (
+            422,
+            "export_too_large",
+            4,
+            3,
+        )
+        r = await client.post(
+            f"/admin/events/{ev['id']}/exports/preview", json={"columns": ["name"]}
+        )
+        assert (r.status_code, r.json()["error"]["code"]) == (422, "export_too_large")
+        async with api.pool.acquire() as conn:
+            await conn.execute("UPDATE event.registrations SET active = false WHERE id = $1", late)
+        # every download slot streams: 503 busy, the token still unused
+        slots = bounded.state.events.export_slots()
+        await slots.acquire()
+        r = await download(client, ev["id"], token)
+        assert (r.status_code, r.json()["error"]["code"]) == (503, "busy")
+        assert r.headers["retry-after"] == "1"
+        slots.release()
+        r = await download(client, ev["id"], token)
+        assert r.status_code == 200 and len(rows_of(r.text)) == 4
+        assert not slots.locked()  # the finished download gave its slot back
+        assert (await download(client, ev["id"], token)).status_code == 409
+
+
 # --- the answer, the audit, the outbox -------------------------------------------------
 
 

@@ -60,6 +60,7 @@ from events_svc.errors.exports import (
     ExportColumnDuplicate,
     ExportColumnUnknown,
     ExportConfirmationInvalid,
+    ExportTooLarge,
 )
 from events_svc.errors.invalid import (
     AnswerInvalid,
@@ -140,6 +141,7 @@ __all__ = [
     "ExportColumnDuplicate",
     "ExportColumnUnknown",
     "ExportConfirmationInvalid",
+    "ExportTooLarge",
     "FieldNotWritable",
     "IdempotencyKeyConflict",
     "IdempotencyKeyRequired",

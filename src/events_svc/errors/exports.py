@@ -46,3 +46,11 @@ class ExportConfirmationInvalid(DomainError):
 
     code = "export_confirmation_invalid"
     status = 409
+
+
+class ExportTooLarge(DomainError):
+    """The export would hold more rows than one export may (EVENTS_EXPORT_MAX_ROWS): filter
+    it by state, or raise the limit."""
+
+    code = "export_too_large"
+    status = 422

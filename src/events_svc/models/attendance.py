@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from events_svc.models.base import Command, View
 
@@ -24,7 +24,18 @@ ImportState = Literal["queued", "running", "paused", "completed", "cancelled", "
 RowError = Literal[
     "unknown_barcode", "wrong_event", "not_confirmed", "duplicate_row", "malformed_row"
 ]
-Cell = Annotated[str | None, Field(max_length=MAX_CELL)]
+NOT_TEXT = "\x00"  # what a number or a boolean becomes: no barcode, no id, so malformed
+
+
+def _scalar_text(value: Any) -> Any:
+    """A number or a boolean names nothing (a barcode is a string of digits: `12345` would
+    lose leading zeros): it makes its row `malformed_row`, never the whole body."""
+    if isinstance(value, int | float | bool):
+        return NOT_TEXT
+    return value
+
+
+Cell = Annotated[str | None, BeforeValidator(_scalar_text), Field(max_length=MAX_CELL)]
 
 
 class ImportRow(BaseModel):

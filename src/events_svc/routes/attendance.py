@@ -69,6 +69,8 @@ def _json_rows(body: bytes) -> list[parse.StoredRow]:
     except json.JSONDecodeError as exc:
         problem = {"type": "json_invalid", "loc": ("body", exc.pos), "msg": "JSON decode error"}
         raise RequestValidationError([problem], body=body) from None
+    except (ValueError, RecursionError):  # an integer past the digit limit, deep nesting
+        raise errors.InvalidJson("The body is JSON this service does not read.") from None
     listed = doc.get("rows") if isinstance(doc, dict) else None
     if isinstance(listed, list) and len(listed) > MAX_IMPORT_ROWS:
         raise parse.too_many_rows()
@@ -100,11 +102,14 @@ async def create_attendance_import(
     ctx: Ctx, actor: Write, event_id: UUID, request: Request, idempotency_key: KeyHeader = None
 ) -> Response:
     """Store the rows of an import and queue its job (202); a replay of the key answers
-    the job it made (200), storing nothing."""
+    the job it made (202 too, marked `Idempotent-Replayed: true`), storing nothing."""
     key = _key(idempotency_key)
     rows = _rows(request.headers.get("content-type"), await request.body())
     job, created = await jobs.create_import(ctx.db(), actor, event_id, key, rows, ctx.clock())
-    return answer(ImportJobView, job, status_code=202 if created else 200)
+    response = answer(ImportJobView, job, status_code=202)
+    if not created:
+        response.headers["Idempotent-Replayed"] = "true"
+    return response
 
 
 @router.get("/admin/attendance-imports/{job_id}", response_model=ImportJobView)

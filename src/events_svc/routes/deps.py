@@ -3,6 +3,7 @@ bounded list parameters, and `answer` (a view built once and serialised once).""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -44,12 +45,20 @@ class ServiceContext:
     metrics: Metrics = field(default_factory=Metrics)
     pool: Pool | None = None
     scheduler: SchedulerLoop | None = None  # the lifespan's loop, when this process runs one
+    _export_slots: asyncio.Semaphore | None = None
 
     @property
     def links(self) -> AttendeeLinks:
         """The attendee links mail templates carry here (`links_unavailable` of templates)."""
         s = self.settings
         return AttendeeLinks(self.codec, s.public_base_url, s.ics_ttl_s)
+
+    def export_slots(self) -> asyncio.Semaphore:
+        """The export downloads this process may stream at once (EVENTS_EXPORT_CONCURRENCY):
+        each holds a pooled connection for as long as its client reads."""
+        if self._export_slots is None:
+            self._export_slots = asyncio.Semaphore(max(1, self.settings.export_concurrency))
+        return self._export_slots
 
     def db(self) -> Pool:
         if self.pool is None:

@@ -8,6 +8,7 @@ connection given back (`ExportStream.aclose`). `Cache-Control: no-store` and
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC
 from typing import Annotated
 from uuid import UUID
@@ -16,6 +17,7 @@ from fastapi import APIRouter, Response
 from fastapi.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
+from events_svc import errors
 from events_svc.actors import Actor
 from events_svc.models import (
     ADMIN_ERRORS,
@@ -38,7 +40,7 @@ class CsvStream(StreamingResponse):
 
     media_type = "text/csv"
 
-    def __init__(self, export: ExportStream, filename: str) -> None:
+    def __init__(self, export: ExportStream, filename: str, release: Callable[[], None]) -> None:
         super().__init__(
             export.chunks(),
             media_type="text/csv; charset=utf-8",
@@ -48,12 +50,16 @@ class CsvStream(StreamingResponse):
             },
         )
         self.export = export
+        self.release = release
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
             await super().__call__(scope, receive, send)
         finally:
-            await self.export.aclose()
+            try:
+                await self.export.aclose()
+            finally:
+                self.release()  # the download slot, once the connection is back
 
 
 @router.post("/admin/events/{event_id}/exports/preview", response_model=ExportPreview)
@@ -63,7 +69,13 @@ async def preview_export(
     """Count what an export of these columns would hold and answer a confirmation token
     (10 minutes, single use, for this actor, event, columns and filter)."""
     result = await verbs.preview_export(
-        ctx.db(), actor, event_id, body.columns, body.state, ctx.clock()
+        ctx.db(),
+        actor,
+        event_id,
+        body.columns,
+        body.state,
+        ctx.clock(),
+        max_rows=ctx.settings.export_max_rows,
     )
     return answer(ExportPreview, result)
 
@@ -86,13 +98,22 @@ async def export_registrations(
 ) -> Response:
     """Download the export a preview confirmed (the confirmation is consumed)."""
     now = ctx.clock()
-    stream = await verbs.start_export(
-        ctx.db(),
-        actor,
-        event_id,
-        body.confirmation_token,
-        now,
-        timeout_s=ctx.settings.export_timeout_s,
-    )
+    slots = ctx.export_slots()
+    if slots.locked():  # every download slot of this process streams: come back shortly
+        raise errors.Busy("Other exports are streaming; retry shortly.", slots="exports")
+    await slots.acquire()
+    try:
+        stream = await verbs.start_export(
+            ctx.db(),
+            actor,
+            event_id,
+            body.confirmation_token,
+            now,
+            timeout_s=ctx.settings.export_timeout_s,
+            max_rows=ctx.settings.export_max_rows,
+        )
+    except BaseException:
+        slots.release()
+        raise
     filename = f"registrations-{event_id}-{now.astimezone(UTC):%Y%m%dT%H%M%SZ}.csv"
-    return CsvStream(stream, filename)
+    return CsvStream(stream, filename, slots.release)

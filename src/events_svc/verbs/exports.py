@@ -143,6 +143,11 @@ def _pii_full(actor: Actor) -> bool:
     return actor.has("registration:pii")
 
 
+def _check_size(count: int, max_rows: int) -> None:
+    if count > max_rows:
+        raise errors.ExportTooLarge(row_count=count, limit=max_rows)
+
+
 async def preview_export(
     pool: Pool,
     actor: Actor,
@@ -150,9 +155,12 @@ async def preview_export(
     columns: Sequence[str],
     state: str | None,
     now: datetime,
+    *,
+    max_rows: int,
 ) -> dict[str, Any]:
     """{row_count, columns, state, pii, confirmation_token, expires_at}: counts the rows and
-    stores a single-use confirmation (its hash); locks the event row FOR KEY SHARE."""
+    stores a single-use confirmation (its hash); locks the event row FOR KEY SHARE. More
+    than `max_rows` rows: 422 `export_too_large`, nothing stored."""
     asked = check_columns(columns)
     token = secrets.token_urlsafe(32)
     expires_at = now + CONFIRMATION_TTL
@@ -161,6 +169,7 @@ async def preview_export(
         if await conn.fetchval(_EVENT, event_id, actor.company_id) is None:
             raise errors.NotFound("No such event.")
         count = int(await conn.fetchval(_COUNT, event_id, state))
+        _check_size(count, max_rows)
         await conn.execute(
             _INSERT_CONFIRMATION,
             _digest(token),
@@ -295,6 +304,7 @@ async def start_export(
     now: datetime,
     *,
     timeout_s: int,
+    max_rows: int,
 ) -> ExportStream:
     """Consume the confirmation and audit the export (actor, columns, row count), committed
     before the stream starts; the rows are read in the snapshot that was counted."""
@@ -312,6 +322,7 @@ async def start_export(
             columns, state = list(found["columns"]), found["state_filter"]
             reader = await _open_reader(pool, stack, timeout_s)
             count = int(await reader.fetchval(_COUNT, event_id, state))
+            _check_size(count, max_rows)  # grown past the bound: refused, the token unused
             summary = {"columns": columns, "state": state, "row_count": count, "pii": pii}
             await write_audit(
                 conn,
