@@ -209,6 +209,10 @@ async def test_json_rows_by_barcode_or_registration_id(api: Api, admin):
         {"row": 1, "code": "malformed_row"},
         {"row": 2, "code": "malformed_row"},
     ]
+    # null and empty values, and an empty row: malformed rows too
+    r = await post_json(admin, ev["id"], [{"registration_id": None, "barcode": ""}, {}], key="k3n")
+    empty = await resume(admin, (await created(r))["id"])
+    assert [e["code"] for e in empty["errors"]] == ["malformed_row"] * 2
     r = await post_json(admin, ev["id"], [{"barcode": {"x": 1}}], key="k3b")
     assert r.status_code == 422 and r.json()["error"]["field"].startswith("rows.0.barcode")
     for body in (b'{"rows": [{"barcode": ' + b"1" * 5000 + b"}]}", b"[" * 100_000):

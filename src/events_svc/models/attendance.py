@@ -35,7 +35,7 @@ def _scalar_text(value: Any) -> Any:
     return value
 
 
-Cell = Annotated[str | None, BeforeValidator(_scalar_text), Field(max_length=MAX_CELL)]
+Cell = Annotated[Annotated[str, Field(max_length=MAX_CELL)] | None, BeforeValidator(_scalar_text)]
 
 
 class ImportRow(BaseModel):
