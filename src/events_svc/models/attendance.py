@@ -18,7 +18,6 @@ from events_svc.models.base import Command, View
 MAX_IMPORT_ROWS = 10_000
 MAX_IMPORT_BYTES = 5 * 1024 * 1024  # the body limit of this one route (bodylimit.py)
 MAX_CELL = 200  # characters of one JSON value (a barcode is at most 20 digits)
-MAX_IMPORT_KEY = 200  # characters of an Idempotency-Key
 
 ImportState = Literal["queued", "running", "paused", "completed", "cancelled", "failed"]
 RowError = Literal[

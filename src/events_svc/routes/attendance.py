@@ -13,52 +13,31 @@ import json
 from typing import Annotated, Any
 from uuid import UUID
 
-from fastapi import APIRouter, Header, Request, Response
+from fastapi import APIRouter, Request, Response
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
 from events_svc import errors
 from events_svc.actors import Actor
 from events_svc.models.attendance import (
-    MAX_IMPORT_KEY,
     MAX_IMPORT_ROWS,
     ImportJobView,
     ImportRows,
     import_body_schema,
 )
 from events_svc.models.service import ErrorBody
-from events_svc.routes.deps import Ctx, answer, require
+from events_svc.routes.deps import Ctx, RequiredIdempotencyKey, answer, require
 from events_svc.verbs.attendance import jobs, parse
 from events_svc.verbs.attendance.batch import ImportOptions
 
 router = APIRouter(tags=["attendance"])
 
 Write = Annotated[Actor, require("attendance:write")]
-KeyHeader = Annotated[
-    str | None,
-    Header(
-        alias="Idempotency-Key",
-        max_length=MAX_IMPORT_KEY,
-        description="required: the same key (per event) answers the same job",
-    ),
-]
 
 _CREATED: dict[int | str, dict[str, Any]] = {
     200: {"model": ImportJobView, "description": "a replay: the job of this Idempotency-Key"},
     415: {"model": ErrorBody, "description": "unsupported_media_type"},
 }
-
-
-def _key(value: str | None) -> str:
-    """The Idempotency-Key: 1 to 200 visible ASCII characters."""
-    key = (value or "").strip()
-    if not key:
-        raise errors.IdempotencyKeyRequired()
-    if len(key) > MAX_IMPORT_KEY or not all("!" <= c <= "~" for c in key):
-        raise errors.ValidationFailed(
-            "Idempotency-Key holds 1 to 200 visible ASCII characters.", field="Idempotency-Key"
-        )
-    return key
 
 
 def _json_rows(body: bytes) -> list[parse.StoredRow]:
@@ -99,11 +78,10 @@ def _rows(content_type: str | None, body: bytes) -> list[parse.StoredRow]:
     openapi_extra={"requestBody": import_body_schema()},
 )
 async def create_attendance_import(
-    ctx: Ctx, actor: Write, event_id: UUID, request: Request, idempotency_key: KeyHeader = None
+    ctx: Ctx, actor: Write, event_id: UUID, request: Request, key: RequiredIdempotencyKey
 ) -> Response:
     """Store the rows of an import and queue its job (202); a replay of the key answers
     the job it made (202 too, marked `Idempotent-Replayed: true`), storing nothing."""
-    key = _key(idempotency_key)
     rows = _rows(request.headers.get("content-type"), await request.body())
     job, created = await jobs.create_import(ctx.db(), actor, event_id, key, rows, ctx.clock())
     response = answer(ImportJobView, job, status_code=202)

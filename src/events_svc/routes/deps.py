@@ -136,11 +136,45 @@ async def parse_if_match(if_match: Annotated[str | None, Header()] = None) -> in
 
 IfMatch = Annotated[int | None, Depends(parse_if_match)]
 
-# a client's key for a command it may send again: the replay answers the first result
-IdempotencyKey = Annotated[
+MAX_IDEMPOTENCY_KEY = 200
+_KeyHeader = Annotated[
     str | None,
-    Header(alias="Idempotency-Key", min_length=1, max_length=200, pattern=r"^[\x21-\x7e]+$"),
+    Header(
+        alias="Idempotency-Key",
+        max_length=MAX_IDEMPOTENCY_KEY,
+        description="1 to 200 visible ASCII characters; the same key answers the first result",
+    ),
 ]
+
+
+def checked_key(value: str | None, *, required: bool) -> str | None:
+    """The one Idempotency-Key rule: 1 to 200 visible ASCII characters. A blank header is
+    refused (422 naming it); where the key is required, a missing or blank one is 422
+    `idempotency_key_required`."""
+    key = (value or "").strip()
+    if not key:
+        if required:
+            raise errors.IdempotencyKeyRequired()
+        if value is None:
+            return None
+    if not key or len(key) > MAX_IDEMPOTENCY_KEY or not all("!" <= c <= "~" for c in key):
+        raise errors.ValidationFailed(
+            "Idempotency-Key holds 1 to 200 visible ASCII characters.", field="Idempotency-Key"
+        )
+    return key
+
+
+async def optional_key(idempotency_key: _KeyHeader = None) -> str | None:
+    return checked_key(idempotency_key, required=False)
+
+
+async def required_key(idempotency_key: _KeyHeader = None) -> str:
+    return checked_key(idempotency_key, required=True) or ""
+
+
+# a client's key for a command it may send again: the replay answers the first result
+IdempotencyKey = Annotated[str | None, Depends(optional_key)]
+RequiredIdempotencyKey = Annotated[str, Depends(required_key)]
 
 
 # Lists: `limit` 1..200 (default 50) and an opaque cursor; free-text filters are bounded.

@@ -38,6 +38,7 @@ from events_svc.models import (
     RegistrationView,
 )
 from events_svc.verbs.audit import write_audit
+from events_svc.verbs.common import check_if_match
 from events_svc.verbs.registrations import (
     find_registration,
     lock_registration,
@@ -50,11 +51,6 @@ from events_svc.verbs.states import lock_for_change, write_state
 _FENCED = tuple(
     f for f in RegistrationPatch.model_fields if f not in (*REGISTRATION_WRITABLE, "reason")
 )
-
-
-def _check_version(current: int, if_match: int | None) -> None:
-    if if_match is not None and if_match != current:
-        raise errors.StaleRevision(version=current)
 
 
 # the attendee data of a view: never kept in the replay store, read again on a replay
@@ -124,7 +120,7 @@ async def correct_registration(
 
     async def work(conn: Connection, found: Any) -> dict[str, Any]:
         reg = await lock_registration(conn, registration_id)
-        _check_version(reg["version"], if_match)
+        check_if_match(reg["version"], if_match, name="version")
         return await write_attendee(
             conn, actor, reg, changes, found["event_id"], now, "correct", reason
         )
@@ -143,14 +139,17 @@ def _reason(text: str) -> str:
 async def _lifecycle(
     conn: Connection,
     actor: Actor,
+    found: Any,
     registration_id: UUID,
     reactivate: bool,
     reason: str,
     now: datetime,
     if_match: int | None,
 ) -> dict[str, Any]:
-    event, ticket, reg = await lock_for_change(conn, actor, registration_id, seats=reactivate)
-    _check_version(reg["version"], if_match)
+    event, ticket, reg = await lock_for_change(
+        conn, actor, registration_id, seats=reactivate, found=found
+    )
+    check_if_match(reg["version"], if_match, name="version")
     current = reg["state"]
     target: RegistrationState = "open" if reactivate else "cancel"
     verb = "reactivate" if reactivate else "cancel"
@@ -193,7 +192,7 @@ async def change_lifecycle(
     why = _reason(reason)
 
     async def work(conn: Connection, found: Any) -> dict[str, Any]:
-        return await _lifecycle(conn, actor, registration_id, reactivate, why, now, if_match)
+        return await _lifecycle(conn, actor, found, registration_id, reactivate, why, now, if_match)
 
     verb = "reactivate" if reactivate else "cancel"
     replay = Replay.of(idempotency_key, verb, registration_id, {"reason": why})

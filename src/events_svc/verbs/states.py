@@ -158,10 +158,12 @@ async def write_state(
 
 
 async def lock_for_change(
-    conn: Connection, actor: Actor, registration_id: UUID, *, seats: bool
+    conn: Connection, actor: Actor, registration_id: UUID, *, seats: bool, found: Any = None
 ) -> tuple[dict[str, Any], dict[str, Any] | None, dict[str, Any]]:
-    """Lock event, then (for seat re-checks) slot and ticket, then the registration."""
-    found = await find_registration(conn, actor, registration_id)
+    """Lock event, then (for seat re-checks) slot and ticket, then the registration; `found`
+    is the caller's `find_registration` answer when it already looked the row up."""
+    if found is None:
+        found = await find_registration(conn, actor, registration_id)
     event = await lock_event(conn, found["event_id"])
     ticket = None
     if seats:
