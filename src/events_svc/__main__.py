@@ -36,9 +36,11 @@ from events_svc.scheduler import pass_options
 from events_svc.settings import Settings, SettingsError
 from events_svc.verbs import tokens
 from events_svc.verbs.attendance.batch import ImportOptions, run_import_pass
+from events_svc.verbs.dispatch import run_dispatch_pass
 from events_svc.verbs.leads.pass_ import LeadOptions, run_lead_pass
 from events_svc.verbs.lifecycle import sweep_done_events
 from events_svc.verbs.mail.pass_ import run_mail_pass
+from events_svc.verbs.operations.batch import OperationOptions, run_operation_pass
 
 log = logging.getLogger("events_svc.cli")
 
@@ -178,8 +180,9 @@ def cmd_token(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_scheduler(settings: Settings, args: argparse.Namespace) -> int:
-    """`scheduler run-once`: one mail pass, one lead pass and one attendance import pass now
-    (and the done sweep with --sweep)."""
+    """`scheduler run-once`: one mail pass, one lead pass, one attendance import pass, one
+    event operations pass and, when `EVENT_TRIGGER_DISPATCH` is on, one dispatcher pass
+    now (and the done sweep with --sweep)."""
 
     async def once(pool: Any) -> dict[str, Any]:
         ports = standalone_ports(settings=settings)
@@ -190,6 +193,11 @@ def cmd_scheduler(settings: Settings, args: argparse.Namespace) -> int:
         result["leads"] = leads.as_dict()
         options = ImportOptions.from_settings(settings)
         result["imports"] = (await run_import_pass(pool, options, now)).as_dict()
+        operations = OperationOptions.from_settings(settings)
+        result["operations"] = (await run_operation_pass(pool, operations, now)).as_dict()
+        if settings.trigger_dispatch:
+            dispatched = await run_dispatch_pass(pool, ports, pass_options(settings), now)
+            result["dispatch"] = dispatched.as_dict()
         if args.sweep:
             result["events_marked_done"] = await sweep_done_events(pool, now)
         return result

@@ -38,10 +38,12 @@ from events_svc.routes import (
     exports,
     leads,
     mails,
+    operations,
     public,
     registrations,
     seam,
     service,
+    trigger_templates,
 )
 from events_svc.routes.deps import (
     ActorResolver,
@@ -74,6 +76,8 @@ def admin_router() -> APIRouter:
     router.include_router(desk.router)
     router.include_router(exports.router)
     router.include_router(attendance.router)
+    router.include_router(operations.router)
+    router.include_router(trigger_templates.router)
     router.include_router(public.mint_router)
     return router
 

@@ -80,8 +80,21 @@ class Rendered:
 
 
 @dataclass(frozen=True)
+class Attachment:
+    """A file a message carries: an `.ics` calendar of the trigger dispatcher, whose
+    `content_type` is `text/calendar; method=REQUEST` (or `CANCEL`) and `content` the
+    calendar text."""
+
+    filename: str
+    content_type: str
+    content: str
+
+
+@dataclass(frozen=True)
 class OutgoingMessage:
-    """One queued message ('sent' means queued)."""
+    """One queued message ('sent' means queued): of a scheduler line (`scheduler_id`) or
+    of a trigger (`trigger_id`, one message per trigger: a queue may use it as the
+    message's idempotency key)."""
 
     channel: str
     recipient: str
@@ -90,7 +103,9 @@ class OutgoingMessage:
     body: str
     event_id: UUID
     registration_id: UUID
-    scheduler_id: UUID
+    scheduler_id: UUID | None = None
+    attachments: tuple[Attachment, ...] = ()
+    trigger_id: UUID | None = None
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,9 @@
 It runs the mail pass, sleeps until the earliest workable scheduler row (its due
 time, or the end of its back-off) or the floor tick, whichever is sooner, and
 wakes early on `NOTIFY event_mail_due` from the arming verbs. Once a day at
-`EVENT_DONE_SWEEP_AT` (UTC) it also runs the done sweep. Any number of instances
+`EVENT_DONE_SWEEP_AT` (UTC) it also runs the done sweep. With
+`EVENT_TRIGGER_DISPATCH=true` it also runs the trigger dispatcher's pass (`verbs.dispatch`),
+woken by the `NOTIFY` of written triggers. Any number of instances
 may run it: every claim is `FOR UPDATE SKIP LOCKED`. Stopping lets the batch in
 hand finish and commit.
 
@@ -36,11 +38,17 @@ from events_svc.observability import Metrics
 from events_svc.ports import Ports
 from events_svc.settings import Settings
 from events_svc.verbs.attendance.batch import ImportOptions, next_import_due, run_import_pass
+from events_svc.verbs.dispatch import next_dispatch_due, run_dispatch_pass
 from events_svc.verbs.leads.pass_ import LeadOptions, next_lead_due, run_lead_pass
 from events_svc.verbs.lifecycle import sweep_done_events
 from events_svc.verbs.mail.arming import CHANNEL
 from events_svc.verbs.mail.pass_ import RunSummary, next_due, run_mail_pass
 from events_svc.verbs.mail.send import PassOptions
+from events_svc.verbs.operations.batch import (
+    OperationOptions,
+    next_operation_due,
+    run_operation_pass,
+)
 
 log = logging.getLogger("events_svc.scheduler")
 
@@ -139,6 +147,28 @@ class SchedulerLoop:
         )
         summary.more = summary.more or imports.more
         summary.advanced += imports.batches
+        # the event operations pass: writes triggers, never a message
+        operations = await run_operation_pass(
+            self.pool(),
+            OperationOptions.from_settings(self.settings),
+            now,
+            stopping=self.stopping.is_set,
+        )
+        summary.more = summary.more or operations.more
+        summary.advanced += operations.batches
+        if self.settings.trigger_dispatch:  # the optional dispatcher: triggers into mail
+            dispatched = await run_dispatch_pass(
+                self.pool(),
+                self.ports,
+                pass_options(self.settings),
+                now,
+                stopping=self.stopping.is_set,
+            )
+            summary.more = summary.more or dispatched.more
+            summary.advanced += dispatched.batches
+            summary.sent += dispatched.sent
+            for kind, n in dispatched.failures.items():
+                summary.count(kind, n)
         if now >= self.sweep_at and not self.stopping.is_set():
             moved = await sweep_done_events(self.pool(), now)
             log.info("done sweep moved %d event(s)", moved)
@@ -160,6 +190,13 @@ class SchedulerLoop:
         import_due = await next_import_due(self.pool(), now)
         if import_due is not None:
             until_due = min(until_due, (import_due - now).total_seconds())
+        operation_due = await next_operation_due(self.pool(), now)
+        if operation_due is not None:
+            until_due = min(until_due, (operation_due - now).total_seconds())
+        if self.settings.trigger_dispatch:
+            dispatch_due = await next_dispatch_due(self.pool(), now)
+            if dispatch_due is not None:
+                until_due = min(until_due, (dispatch_due - now).total_seconds())
         until_sweep = (self.sweep_at - now).total_seconds()
         return max(0.0, min(floor, until_due, until_sweep))
 

@@ -157,9 +157,11 @@ class Settings:
     lead_webhook_url: str = ""
     lead_webhook_secret: str = field(default="", repr=False)
     import_batch: int = 500
+    operation_batch: int = 1000
     export_timeout_s: int = 600
     export_max_rows: int = 2_000_000
     export_concurrency: int = 2
+    trigger_dispatch: bool = False
 
     def __post_init__(self) -> None:
         if self.pool_min > self.pool_max:
@@ -215,7 +217,9 @@ class Settings:
             lead_webhook_url=webhook_url,
             lead_webhook_secret=webhook_secret,
             import_batch=_int(e, "EVENTS_IMPORT_BATCH", 500),
+            operation_batch=_int(e, "EVENTS_OPERATION_BATCH", 1000),
             export_timeout_s=_int(e, "EVENTS_EXPORT_TIMEOUT_S", 600),
             export_max_rows=_int(e, "EVENTS_EXPORT_MAX_ROWS", 2_000_000),
             export_concurrency=_int(e, "EVENTS_EXPORT_CONCURRENCY", 2),
+            trigger_dispatch=_bool(e, "EVENT_TRIGGER_DISPATCH", False),
         )

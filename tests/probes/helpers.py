@@ -165,15 +165,17 @@ async def add_ticket(admin: httpx.AsyncClient, event_id: str, **fields: Any) -> 
     return dict(r.json())
 
 
-async def seed(api: Api, event_id: str, n: int) -> None:
-    """n open attendees with an email, inserted in one statement (G1 <g1@example.org> ...)."""
+async def seed(api: Api, event_id: str, n: int, base: int = 0) -> None:
+    """n open attendees with an email, inserted in one statement (G1 <g1@example.org> ...);
+    their barcodes are base+1 .. base+n."""
     async with api.pool.acquire() as conn:
         await conn.execute(
             "INSERT INTO event.registrations (event_id, barcode, name, email, date_open)"
-            " SELECT $1, g::text, 'G' || g, 'g' || g || '@example.org', now()"
+            " SELECT $1, ($3::bigint + g)::text, 'G' || g, 'g' || g || '@example.org', now()"
             " FROM generate_series(1, $2) g",
             uuid.UUID(event_id),
             n,
+            base,
         )
 
 
@@ -265,6 +267,69 @@ async def exactly_once(api: Api, n: int) -> None:
             " AND mr.registration_id = o.registration_id AND mr.mail_sent)"
         )
     assert (row["rows"], row["pairs"], orphans, unreceipted) == (n, n, 0, 0)
+
+
+# --- event operations ------------------------------------------------------------------
+
+# a reschedule of event_body's event one month later
+MOVED = {"date_begin": "2027-06-10T09:00:00+00:00", "date_end": "2027-06-12T18:00:00+00:00"}
+
+
+def operation_params(kind: str) -> dict[str, Any]:
+    """Valid parameters of an operation of `kind` on event_body's event."""
+    if kind == "reschedule":
+        return dict(MOVED)
+    if kind == "cancellation":
+        return {"reason": "the venue closed"}
+    return {"audience_cutoff": datetime.now(UTC).isoformat()}
+
+
+async def preview(
+    admin: httpx.AsyncClient, event_id: Any, kind: str = "reschedule", **params: Any
+) -> dict[str, Any]:
+    """Preview an operation of `kind` (its default parameters unless `params`) (201)."""
+    body = {"kind": kind, "params": params or operation_params(kind)}
+    r = await admin.post(f"/admin/events/{event_id}/operations", json=body)
+    assert r.status_code == 201, r.text
+    return dict(r.json())
+
+
+async def start(admin: httpx.AsyncClient, operation: dict[str, Any]) -> dict[str, Any]:
+    """Start a previewed operation with its revision as If-Match (202); its view."""
+    r = await admin.post(
+        f"/admin/operations/{operation['id']}/start",
+        headers={"If-Match": f'"{operation["revision"]}"'},
+    )
+    assert r.status_code == 202, r.text
+    return dict(r.json())
+
+
+async def finish(admin: httpx.AsyncClient, operation: dict[str, Any]) -> dict[str, Any]:
+    """Resume a started operation until its batches are done (completed); its view."""
+    r = await admin.post(f"/admin/operations/{operation['id']}/resume")
+    assert r.status_code == 200, r.text
+    assert r.json()["state"] == "completed", r.text
+    return dict(r.json())
+
+
+async def register(admin: httpx.AsyncClient, event_id: str, name: str = "Ada") -> str:
+    """An open registration of the event made through the API (<name>@example.org); its id."""
+    body = {"event_id": event_id, "name": name, "email": f"{name.lower()}@example.org"}
+    r = await admin.post("/admin/registrations", json=body)
+    assert r.status_code == 201, r.text
+    return str(r.json()["id"])
+
+
+async def trigger_rows(pool: asyncpg.Pool, operation_id: Any = None) -> list[asyncpg.Record]:
+    """The triggers (of one operation when given), in feed order."""
+    async with pool.acquire() as conn:
+        return list(
+            await conn.fetch(
+                "SELECT * FROM event.triggers WHERE $1::uuid IS NULL OR operation_id = $1"
+                " ORDER BY seq",
+                uuid.UUID(str(operation_id)) if operation_id else None,
+            )
+        )
 
 
 # --- real service processes ------------------------------------------------------------

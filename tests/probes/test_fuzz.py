@@ -162,6 +162,20 @@ class World:
         )
         assert job.status_code == 202, job.text
         ids["import_job"] = job.json()["id"]
+        # event operations of the event: a previewed reschedule and a started reminder
+        operations = f"/admin/events/{ids['event']}/operations"
+        reminder = self.post(
+            operations,
+            {"kind": "reminder", "params": {"audience_cutoff": datetime.now(UTC).isoformat()}},
+        )
+        started = self.client.post(
+            f"{API}/admin/operations/{reminder['id']}/start",
+            headers={**self.auth, "If-Match": str(reminder["revision"])},
+        )
+        assert started.status_code == 202, started.text
+        ids["started_operation"] = reminder["id"]
+        moved = {"date_begin": "2027-06-10T09:00:00Z", "date_end": "2027-06-12T18:00:00Z"}
+        self.post(operations, {"kind": "reschedule", "params": moved}, "operation")
         mint = f"/admin/events/{ids['event']}/capabilities"
         ids["ics"] = self.post(f"{mint}/ics", {}, status=200)["token"]
         ids["tickets"] = self.post(
@@ -189,6 +203,7 @@ _BY_NAME = {
     "booking_id": ["booking"],
     "rule_id": ["lead_rule"],
     "job_id": ["import_job"],
+    "operation_id": ["operation", "started_operation"],
 }
 _OBJ_BY_COLLECTION = {
     "stages": "stage",
@@ -212,6 +227,9 @@ def _real_parameters(path: str, ids: dict[str, str]) -> list[dict[str, str]]:
         elif name == "kind":
             choices.append([(name, "tickets")])
             continue
+        elif name == "purpose":  # a trigger purpose
+            choices.append([(name, "event_rescheduled")])
+            continue
         else:
             keys = _BY_NAME[name]
         choices.append([(name, ids[key]) for key in keys])
@@ -223,6 +241,7 @@ def _real_parameters(path: str, ids: dict[str, str]) -> list[dict[str, str]]:
 _SHARED_ROWS = {
     "question_id": "question",
     "template_ref": "template",
+    "template_id": "template",
     "category_id": "category",
     "stage_id": "stage",
     "event_type_id": "type",

@@ -29,8 +29,10 @@ from tests.probes.helpers import (
     event_body,
     outbox,
     ports,
+    preview,
     run,
     scheduler,
+    start,
     template,
 )
 
@@ -107,7 +109,9 @@ async def test_a_cancelled_event_sends_nothing(api: Api, admin):
     ev = (await admin.post("/admin/events", json=event_body())).json()
     await people(admin, ev["id"], 2)
     m = await scheduler(admin, ev["id"], await template(admin))
-    await admin.patch(f"/admin/events/{ev['id']}", json={"kanban_state": "cancel"})
+    # an event with attendees is cancelled by an event operation
+    op = await start(admin, await preview(admin, ev["id"], "cancellation"))
+    assert (await admin.post(f"/admin/operations/{op['id']}/resume")).json()["state"] == "completed"
     assert (await run(api, BEGIN)).sent == 0
     assert (await mail(admin, m["id"]))["mail_state"] == "cancelled"
 
@@ -452,10 +456,10 @@ async def test_moving_the_event_retimes_unsent_work_only(api: Api, admin):
     sent = await scheduler(admin, ev["id"], await template(admin), interval_nbr=3)
     await run(api, BEGIN - timedelta(days=2))
     pending = await scheduler(admin, ev["id"], await template(admin), interval_nbr=1)
-    await admin.patch(
-        f"/admin/events/{ev['id']}",
-        json={"date_begin": "2027-06-10T09:00:00Z", "date_end": "2027-06-12T18:00:00Z"},
-    )
+    # an event with attendees moves by an event operation
+    new = {"date_begin": "2027-06-10T09:00:00Z", "date_end": "2027-06-12T18:00:00Z"}
+    op = await start(admin, await preview(admin, ev["id"], "reschedule", **new))
+    assert (await admin.post(f"/admin/operations/{op['id']}/resume")).json()["state"] == "completed"
     assert (await mail(admin, pending["id"]))["scheduled_date"].startswith("2027-06-09T09:00")
     assert (await mail(admin, sent["id"]))["count_sent"] == 1
     assert (await run(api, BEGIN)).sent == 0

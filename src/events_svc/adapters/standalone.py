@@ -11,6 +11,8 @@ transaction, so a receipt and its queued message commit (or vanish) together.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import time
 from typing import Any
 from uuid import UUID
@@ -36,9 +38,13 @@ SELECT subject, body FROM event.message_templates WHERE id = $1 AND kind = $2::e
 _KIND = "SELECT kind::text FROM event.message_templates WHERE id = $1"
 _OUTBOX = """
 INSERT INTO event.outbox_messages (channel, recipient, sender, subject, body, event_id,
-    registration_id, scheduler_id)
-SELECT * FROM unnest($1::event.notification_channel[], $2::text[], $3::text[], $4::text[],
-    $5::text[], $6::uuid[], $7::uuid[], $8::uuid[])
+    registration_id, scheduler_id, attachments, trigger_id)
+SELECT channel, recipient, sender, subject, body, event_id, registration_id, scheduler_id,
+    attachments::jsonb, trigger_id
+FROM unnest($1::event.notification_channel[], $2::text[], $3::text[], $4::text[],
+    $5::text[], $6::uuid[], $7::uuid[], $8::uuid[], $9::text[], $10::uuid[])
+    AS m(channel, recipient, sender, subject, body, event_id, registration_id, scheduler_id,
+        attachments, trigger_id)
 """
 _CACHE_SECONDS = 5.0  # an edited template is used by passes at most this much later
 
@@ -90,7 +96,9 @@ class OutboxQueue:
     """Queues into event.outbox_messages inside the caller's transaction.
 
     Messages of a batch are held per transaction and written by `flush` in one
-    statement, before the batch's receipts, in the same transaction.
+    statement, before the batch's receipts, in the same transaction. A message's
+    attachments are stored as a jsonb list of {filename, content_type, content}; a
+    trigger's message carries its `trigger_id` (unique in the outbox).
     """
 
     def __init__(self) -> None:
@@ -112,6 +120,9 @@ class OutboxQueue:
                     m.event_id,
                     m.registration_id,
                     m.scheduler_id,
+                    # the attachments as a jsonb list of {filename, content_type, content}
+                    json.dumps([dataclasses.asdict(a) for a in m.attachments]),
+                    m.trigger_id,
                 )
                 for m in held
             ]

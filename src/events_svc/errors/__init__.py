@@ -56,6 +56,7 @@ from events_svc.errors.conflict import (
     TicketHasRegistrations,
     UseReactivate,
 )
+from events_svc.errors.dispatch import TriggerPurposeUnknown
 from events_svc.errors.exports import (
     ExportColumnDuplicate,
     ExportColumnUnknown,
@@ -100,6 +101,16 @@ from events_svc.errors.invalid import (
     ValidationFailed,
 )
 from events_svc.errors.leads import LeadAxisUnknown, LeadNotFound
+from events_svc.errors.operations import (
+    AudienceCutoffInFuture,
+    OperationAlreadyStarted,
+    OperationChangesNothing,
+    OperationFinished,
+    OperationInProgress,
+    OperationNotStarted,
+    OperationParamsInvalid,
+    UseEventOperation,
+)
 from events_svc.errors.unavailable import (
     Busy,
     CapabilitySecretNotConfigured,
@@ -114,6 +125,7 @@ __all__ = [
     "AnswerInvalid",
     "AnswerNotOfQuestion",
     "AnswerRequired",
+    "AudienceCutoffInFuture",
     "BoothAlreadyConfirmed",
     "BoothCategoryInUse",
     "BoothEventMismatch",
@@ -156,6 +168,12 @@ __all__ = [
     "MissingScope",
     "NoPipeEndStage",
     "NotFound",
+    "OperationAlreadyStarted",
+    "OperationChangesNothing",
+    "OperationFinished",
+    "OperationInProgress",
+    "OperationNotStarted",
+    "OperationParamsInvalid",
     "PartnerDirectoryNotComposed",
     "PartnerNotFound",
     "PayloadTooLarge",
@@ -191,9 +209,11 @@ __all__ = [
     "TemplateVariableUnknown",
     "TicketHasRegistrations",
     "TicketNotInEvent",
+    "TriggerPurposeUnknown",
     "Unauthenticated",
     "UnknownField",
     "UnsupportedMediaType",
+    "UseEventOperation",
     "UseMarkDone",
     "UseReactivate",
     "ValidationFailed",

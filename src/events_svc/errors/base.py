@@ -15,7 +15,7 @@ class DomainError(Exception):
     def __init__(
         self, detail: str | None = None, *, headers: dict[str, str] | None = None, **fields: Any
     ) -> None:
-        self.detail = detail or (self.__doc__ or self.code).strip()
+        self.detail = detail or " ".join((self.__doc__ or self.code).split())
         self.fields = fields
         self.extra_headers = headers or {}
         super().__init__(self.detail)

@@ -72,6 +72,7 @@ from events_svc.models.communication import (
     TemplatePatch,
     TemplateView,
 )
+from events_svc.models.dispatch import TriggerTemplateSet, TriggerTemplateView
 from events_svc.models.events import (
     EVENT_PUBLISH_FENCE,
     EVENT_READ_ONLY,
@@ -86,6 +87,15 @@ from events_svc.models.events import (
     TicketSeats,
 )
 from events_svc.models.exports import ExportBody, ExportPreview, ExportPreviewBody
+from events_svc.models.operations import (
+    CancellationParams,
+    CutoffParams,
+    OperationCreate,
+    OperationView,
+    RescheduleParams,
+    TriggerPage,
+    TriggerView,
+)
 from events_svc.models.public import (
     CapabilityView,
     IcsMint,
@@ -158,9 +168,11 @@ __all__ = [
     "AttendeeFields",
     "AttendeeInput",
     "BadgeFormat",
+    "CancellationParams",
     "CapabilityView",
     "Channel",
     "Command",
+    "CutoffParams",
     "ErrorBody",
     "ErrorDetail",
     "EventCreate",
@@ -191,6 +203,8 @@ __all__ = [
     "MyTicketsMint",
     "MyTicketsView",
     "Name",
+    "OperationCreate",
+    "OperationView",
     "OutboxMessage",
     "Page",
     "Phone",
@@ -207,6 +221,7 @@ __all__ = [
     "RegistrationPatch",
     "RegistrationState",
     "RegistrationView",
+    "RescheduleParams",
     "RevisionView",
     "RunSummary",
     "ScopeSeats",
@@ -235,6 +250,10 @@ __all__ = [
     "TicketRef",
     "TicketSeats",
     "TicketView",
+    "TriggerPage",
+    "TriggerTemplateSet",
+    "TriggerTemplateView",
+    "TriggerView",
     "TypeCreate",
     "TypeMailLine",
     "TypeMailLineView",

@@ -120,6 +120,7 @@ class TemplateDeleted(View):
 
     mails_deleted: int
     type_lines_deleted: int
+    trigger_purposes_unmapped: list[str]  # the dispatcher's purposes that mapped to it
 
 
 class Attachment(View):

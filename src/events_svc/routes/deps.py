@@ -129,7 +129,7 @@ async def parse_if_match(if_match: Annotated[str | None, Header()] = None) -> in
     if if_match is None or if_match.strip() == "*":
         return None
     value = if_match.strip().removeprefix("W/").strip('"')
-    if not value.isdigit():
+    if not (value.isascii() and value.isdigit()):
         raise errors.StaleRevision("If-Match does not name a revision of this object.")
     return int(value)
 

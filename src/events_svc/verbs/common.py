@@ -30,17 +30,27 @@ def encode_cursor(key: Any, row_id: UUID) -> str:
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
-def decode_cursor(cursor: str | None, key_kind: type) -> tuple[Any, UUID] | tuple[None, None]:
-    """Undo `encode_cursor`; a cursor this service did not issue is `invalid_cursor`."""
+def decode_cursor(
+    cursor: str | None, key_kind: type, *, int_bits: int = 32
+) -> tuple[Any, UUID] | tuple[None, None]:
+    """Undo `encode_cursor`; a cursor this service did not issue is `invalid_cursor`. An
+    integer key must be a JSON integer that fits a signed `int_bits` column."""
     if not cursor:
         return None, None
     try:
         padded = cursor + "=" * (-len(cursor) % 4)
         value, row_id = json.loads(base64.urlsafe_b64decode(padded.encode()))
+        if key_kind is int and not _fits(value, int_bits):
+            raise ValueError("not an integer key")
         key: Any = datetime.fromisoformat(value) if key_kind is datetime else key_kind(value)
         return key, UUID(row_id)
     except (ValueError, TypeError, json.JSONDecodeError):
         raise errors.InvalidCursor() from None
+
+
+def _fits(value: Any, bits: int) -> bool:
+    limit = 1 << (bits - 1)
+    return isinstance(value, int) and not isinstance(value, bool) and -limit <= value < limit
 
 
 def page(rows: list[dict[str, Any]], limit: int, key: str) -> dict[str, Any]:

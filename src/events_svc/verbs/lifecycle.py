@@ -18,7 +18,8 @@ from events_svc import errors
 from events_svc.actors import SYSTEM, Actor
 from events_svc.db import Connection, Pool, transaction
 from events_svc.verbs.audit import write_audit
-from events_svc.verbs.events import event_view, get_event_row, lock_event, reset_kanban
+from events_svc.verbs.event_change import reset_kanban
+from events_svc.verbs.events import event_view, get_event_row, lock_event
 
 _FIRST_PIPE_END = """
 SELECT id FROM event.stages WHERE pipe_end ORDER BY sequence, id LIMIT 1

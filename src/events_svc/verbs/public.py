@@ -10,12 +10,13 @@ another event: nothing tells one case from another. Public reads write nothing.
 
 from __future__ import annotations
 
+import functools
 from datetime import UTC, date, datetime, timedelta, tzinfo
 from typing import Any
 from uuid import UUID
 from zoneinfo import ZoneInfo
 
-from icalendar import Calendar
+from icalendar import Calendar, vCalAddress
 from icalendar import Event as VEvent
 
 from events_svc import errors
@@ -150,22 +151,37 @@ async def calendar(pool: Pool, codec: CapabilityCodec, token: str, now: datetime
 _ZONED_SPAN = timedelta(days=3660)
 
 
-def build_calendar(event: dict[str, Any], slot: dict[str, Any] | None) -> bytes:
+def build_calendar(
+    event: dict[str, Any],
+    slot: dict[str, Any] | None,
+    *,
+    method: str = "PUBLISH",
+    sequence: int | None = None,
+    parties: tuple[str, str] | None = None,
+) -> bytes:
     """VCALENDAR with one VEVENT in the event's zone (with its VTIMEZONE). At the edges
     of the calendar (local times before year 1 or after 9999, or a VTIMEZONE that cannot
-    be computed there) the same instants are written in UTC, which always exists."""
+    be computed there) the same instants are written in UTC, which always exists.
+
+    The public calendar is `PUBLISH` at the event's `ics_sequence`; the trigger
+    dispatcher's `REQUEST` (new times) and `CANCEL` carry the trigger's `sequence` and
+    name the (organizer, attendee) addresses in `parties`, as RFC 5546 asks of them. The
+    UID is the same in all of them, so a calendar client updates its one entry."""
     begin, end = (
         (slot["date_begin"], slot["date_end"]) if slot else (event["date_begin"], event["date_end"])
+    )
+    write = functools.partial(
+        _calendar, event, slot, method=method, sequence=sequence, parties=parties
     )
     zone = ZoneInfo(event["date_tz"])
     local = (in_zone(begin, zone), in_zone(end, zone))
     # a VTIMEZONE grows with every year of rules it spans: past a decade, UTC is exact
     if any(value.tzinfo is not zone for value in local) or end - begin > _ZONED_SPAN:
-        return _calendar(event, slot, begin.astimezone(UTC), end.astimezone(UTC), None)
+        return write(begin.astimezone(UTC), end.astimezone(UTC), None)
     try:
-        return _calendar(event, slot, *local, zone)
+        return write(*local, zone)
     except (OverflowError, ValueError):
-        return _calendar(event, slot, begin.astimezone(UTC), end.astimezone(UTC), None)
+        return write(begin.astimezone(UTC), end.astimezone(UTC), None)
 
 
 def _calendar(
@@ -174,16 +190,23 @@ def _calendar(
     begin: datetime,
     end: datetime,
     zone: tzinfo | None,
+    *,
+    method: str,
+    sequence: int | None,
+    parties: tuple[str, str] | None,
 ) -> bytes:
     cal = Calendar()
     cal.add("prodid", "-//events-svc//events-svc//EN")
     cal.add("version", "2.0")
-    cal.add("method", "PUBLISH")
+    cal.add("method", method)
     item = VEvent()
     uid = f"{event['id']}@events-svc" if slot is None else f"{slot['id']}.{event['id']}@events-svc"
     item.add("uid", uid)
     item.add("dtstamp", event["updated_at"])  # the last change, stable across reads
-    item.add("sequence", event["ics_sequence"])
+    item.add("sequence", event["ics_sequence"] if sequence is None else sequence)
+    if parties is not None:
+        item.add("organizer", vCalAddress(f"mailto:{parties[0]}"))
+        item.add("attendee", vCalAddress(f"mailto:{parties[1]}"))
     item.add("dtstart", begin)
     item.add("dtend", end)
     item.add("summary", event["name"])

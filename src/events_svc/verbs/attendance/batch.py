@@ -19,9 +19,9 @@ moves the job to `completed` once no row is left. Every state change of the job 
 one audit row.
 
 **A failing batch** (an error, not a row outcome) rolls back whole; the job records the
-error's class (never its message), counts the failure, and backs off: `paused` until
-5 s, 10 s, 20 s, 40 s later; the 5th failure in a row makes it `failed` (only `resume`
-revives it). A successful batch clears the count.
+error's class (never its message), counts the failure, and backs off by the one rule of
+`verbs.jobs` (`paused` 5 s, 10 s, 20 s, 40 s; the 5th failure in a row makes it
+`failed`, and only `resume` revives it). A successful batch clears the count.
 """
 
 from __future__ import annotations
@@ -30,25 +30,22 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from events_svc import errors
 from events_svc.actors import Actor
 from events_svc.db import Connection, Pool, must, transaction
 from events_svc.diagnostics import error_fields
 from events_svc.settings import Settings
 from events_svc.verbs.audit import write_audit
+from events_svc.verbs.jobs import after_failure, failure_code
 from events_svc.verbs.states import lock_event, write_state
 
 log = logging.getLogger("events_svc.attendance")
 
 MAX_BATCH = 10_000
 PASS_BATCHES = 20  # batches per pass of the loop (then `more`: the loop comes back at once)
-BACKOFF_FIRST_S = 5.0
-BACKOFF_MAX_S = 300.0
-FAILURES_TO_FAIL = 5
 SETTLED = ("marked", "already_marked")
 
 _PICK = """
@@ -273,24 +270,16 @@ async def _work(
     return str(after["state"]), {"rows": len(order), "marked": marked}
 
 
-def _failure_code(exc: BaseException) -> str:
-    """What a job may record of an error: its code or class, never its message."""
-    code = exc.code if isinstance(exc, errors.DomainError) else type(exc).__name__
-    return code[:200]
-
-
 async def _record_failure(pool: Pool, job: dict[str, Any], exc: Exception, now: datetime) -> str:
     """Count the failure on the job and back it off (or fail it at the 5th in a row); the
     job's state after it."""
-    code = _failure_code(exc)
+    code = failure_code(exc)
     async with transaction(pool) as conn:
         current = await conn.fetchrow(_LOCK_JOB, job["id"])
         if current is None or current["state"] not in ("queued", "running", "paused"):
             return str(current["state"]) if current else "cancelled"  # nothing to back off
         attempts = int(current["attempts"]) + 1
-        state = "failed" if attempts >= FAILURES_TO_FAIL else "paused"
-        wait = min(BACKOFF_FIRST_S * 2 ** (attempts - 1), BACKOFF_MAX_S)
-        retry_at = None if state == "failed" else now + timedelta(seconds=wait)
+        state, retry_at = after_failure(attempts, now)
         await conn.execute(_SET_FAILURE, job["id"], state, attempts, code, now, retry_at)
         if current["state"] != state:
             await audit_job(

@@ -1,5 +1,7 @@
 """The ONE template cascade verb, for both channels: when a template of the store is
-deleted, the scheduler lines and type lines of that (kind, template) pair go with it.
+deleted, the scheduler lines and type lines of that (kind, template) pair go with it, and
+so does a trigger purpose's mapping to it (the dispatcher then parks that purpose as
+unmapped until another template is mapped).
 
 No foreign key can cross the template store's boundary (a host may keep its templates
 elsewhere), so the cascade is a verb the template side calls: `DELETE
@@ -33,6 +35,10 @@ WITH gone AS (
     DELETE FROM event.type_mails
     WHERE template_ref = $2 AND template_kind = $1::event.template_kind
     RETURNING id
+), mapped AS (
+    DELETE FROM event.trigger_templates  -- the dispatcher maps mail templates only
+    WHERE template_id = $2 AND $1::event.template_kind = 'mail'
+    RETURNING purpose
 ), audit AS (
     INSERT INTO event.event_audit_log
         (actor_id, actor_kind, company_id, verb, object_kind, object_id, event_id, summary)
@@ -40,7 +46,8 @@ WITH gone AS (
         '{"reason": "template_deleted"}'::jsonb
     FROM gone
 )
-SELECT (SELECT count(*) FROM gone) AS mails, (SELECT count(*) FROM typed) AS type_lines
+SELECT (SELECT count(*) FROM gone) AS mails, (SELECT count(*) FROM typed) AS type_lines,
+    (SELECT coalesce(array_agg(purpose::text ORDER BY purpose), '{}') FROM mapped) AS purposes
 """
 
 
@@ -49,7 +56,11 @@ async def cascade_in(conn: Connection, actor: Actor, kind: Channel, ref: UUID) -
     transaction; answers {mails_deleted, type_lines_deleted}."""
     await conn.fetch(_LOCK_LINES, kind, ref)
     row = must(await conn.fetchrow(_CASCADE, kind, ref, actor.id, actor.kind, actor.company_id))
-    summary = {"mails_deleted": int(row["mails"]), "type_lines_deleted": int(row["type_lines"])}
+    summary: dict[str, Any] = {
+        "mails_deleted": int(row["mails"]),
+        "type_lines_deleted": int(row["type_lines"]),
+        "trigger_purposes_unmapped": list(row["purposes"]),
+    }
     await write_audit(
         conn,
         actor,

@@ -112,7 +112,7 @@ class RunSummary:
             self.count(b.failure.kind)
 
 
-class _Senders:
+class Senders:
     """The author of a line's mails: the organizer's address, then the company's (through
     the partner directory when one is composed), then the default. Asked before the claim,
     once per party and pass."""
@@ -190,7 +190,7 @@ async def run_mail_pass(
     budget = options.cap
     seen: set[UUID] = set()
     materialize: dict[UUID, bool] = {}  # after_sub rows: create receipts in the next batch
-    senders = _Senders(ports, options.default_sender)
+    senders = Senders(ports, options.default_sender)
     while not stopping():
         if budget <= 0:
             summary.more = True

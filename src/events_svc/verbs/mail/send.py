@@ -84,7 +84,7 @@ def _address(channel: str, r: dict[str, Any]) -> str | None:
     return str(r["phone"]) if is_phone(r["phone"] or "") else None
 
 
-def _context(
+def recipient_context(
     m: dict[str, Any], r: dict[str, Any], links: LinkBuilder, now: datetime
 ) -> dict[str, Any]:
     """The documented template context of one recipient (`templating.CONTEXT_FIELDS`)."""
@@ -163,7 +163,7 @@ async def _queue(
             addressed.append((r, to))
     if not addressed:
         return
-    contexts = [_context(m, r, options.links, now) for r, _ in addressed]
+    contexts = [recipient_context(m, r, options.links, now) for r, _ in addressed]
     request = RenderRequest(m["template_ref"], m["template_kind"], contexts)
     try:  # whatever a template does, it fails its own line (this batch), never the pass
         rendered = await ports.template_renderer.render(conn, request)

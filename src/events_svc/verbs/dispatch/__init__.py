@@ -1,0 +1,21 @@
+"""The optional trigger dispatcher (`EVENT_TRIGGER_DISPATCH=true`): it follows the
+trigger feed with its own cursor (`feed`), turns each trigger into at most one mail
+through the composed `TemplateRenderer` and `MailQueue` ports (`pass_`, `message`),
+settles one receipt per trigger (`receipts`), and maps each purpose to its template
+(`templates`). The event operations write triggers and never send anything; this is
+the separate consumer that may.
+"""
+
+from events_svc.verbs.dispatch.feed import next_dispatch_due, take_feed
+from events_svc.verbs.dispatch.pass_ import DispatchSummary, dispatch_batch, run_dispatch_pass
+from events_svc.verbs.dispatch.templates import list_trigger_templates, set_trigger_template
+
+__all__ = [
+    "DispatchSummary",
+    "dispatch_batch",
+    "list_trigger_templates",
+    "next_dispatch_due",
+    "run_dispatch_pass",
+    "set_trigger_template",
+    "take_feed",
+]

@@ -1,0 +1,16 @@
+"""Event operations: reschedule, cancellation, reminder and follow-up, as resumable
+operations that write one immutable trigger per attendee.
+
+- `preview`: an operation is created `previewed` on the event revision it saw, with an
+  audience estimate; nothing changes yet.
+- `start`: ONE transaction applies the event change (`event_change`, the same checked
+  write as a PATCH), bumps `ics_sequence` once (reschedule, cancellation), snapshots the
+  audience into `event.operation_audience` and moves the operation to `running`.
+- `batch`: the lifespan loop (and `resume`) turns the snapshot into triggers, one
+  transaction per batch, inserting with ON CONFLICT DO NOTHING on the trigger identity.
+- `commands`: read, resume, cancel.
+- `feed`: the triggers in creation order, for any consumer to follow.
+
+The operations lane sends nothing: it writes no outbox row, calls no port and opens no
+connection but the database's.
+"""
