@@ -29,6 +29,10 @@ Part 6. The registration export (`bench/export.py`): N registrations of one even
 (`--export N`, 1 000 000), all columns, full and masked, through a real service over HTTP,
 against a raw `COPY` of the same rows in the same run.
 
+Part 7. An event operation (`bench/operations.py`): a reschedule of an event with N
+attendees (`--operations N`, 100 000) through a real service: the start transaction, the
+time until every trigger exists, and the optional dispatcher's messages per second.
+
 Database: EVENTS_BENCH_ADMIN_URL (a superuser URL) or a fresh embedded PostgreSQL.
 """
 
@@ -58,6 +62,7 @@ from bench.common import (
 )
 from bench.export import EXPORT_HEADER, export_run
 from bench.leads import LEADS_HEADER, leads_run
+from bench.operations import OPERATIONS_HEADER, operations_run
 from bench.seam import SEAM_HEADER, seam_run
 from events_svc import migrate
 from events_svc.actors import SYSTEM
@@ -305,6 +310,12 @@ def main() -> None:
         default=1_000_000,
         help="registrations of the export benchmark (0 skips it)",
     )
+    parser.add_argument(
+        "--operations",
+        type=int,
+        default=100_000,
+        help="attendees of the event operation benchmark (0 skips it)",
+    )
     args = parser.parse_args()
     sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
     concurrency = [int(x) for x in args.concurrency.split(",")]
@@ -349,6 +360,11 @@ def main() -> None:
             print(f"\nThe export of {args.export:,} registrations, all columns, median of 3:")
             print(EXPORT_HEADER)
             print("\n".join(lines))
+        if args.operations:
+            line = asyncio.run(operations_run(admin_url, args.operations))
+            print(f"\nA reschedule of an event with {args.operations:,} attendees, then dispatch:")
+            print(OPERATIONS_HEADER)
+            print(line)
 
 
 if __name__ == "__main__":
