@@ -27,7 +27,6 @@ error's class (never its message), counts the failure, and backs off by the one 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -39,7 +38,7 @@ from events_svc.db import Connection, Pool, must, transaction
 from events_svc.diagnostics import error_fields
 from events_svc.settings import Settings
 from events_svc.verbs.audit import write_audit
-from events_svc.verbs.jobs import after_failure, failure_code
+from events_svc.verbs.jobs import after_failure, failure_code, run_batches, work_one_batch
 from events_svc.verbs.states import lock_event, write_state
 
 log = logging.getLogger("events_svc.attendance")
@@ -304,19 +303,17 @@ async def run_batch(
     """One batch of the first due job (or of `job_id`): (job, its state after, counts), or
     None when no job is due and free. A failing batch is recorded on its job (state then
     `paused` or `failed`)."""
-    job: dict[str, Any] | None = None
-    try:
-        async with transaction(pool) as conn:
-            picked = await conn.fetchrow(_PICK, now, job_id)
-            if picked is None:
-                return None
-            job = dict(picked)
-            state, counts = await _work(conn, job, options.batch, now)
-            return job["id"], state, counts
-    except Exception as exc:
-        if job is None:
-            raise  # the pick itself failed: the caller's pass fails (and backs off)
+
+    async def pick(conn: Connection) -> Any:
+        return await conn.fetchrow(_PICK, now, job_id)
+
+    async def work(conn: Connection, job: dict[str, Any]) -> tuple[UUID, str, dict[str, int]]:
+        return (job["id"], *await _work(conn, job, options.batch, now))
+
+    async def fail(job: dict[str, Any], exc: Exception) -> tuple[UUID, str, dict[str, int]]:
         return job["id"], await _record_failure(pool, job, exc, now), {}
+
+    return await work_one_batch(pool, pick, work, fail)
 
 
 async def run_import_pass(
@@ -332,22 +329,21 @@ async def run_import_pass(
     it), `cap` batches were run, or `budget_s` seconds passed (`more` then says work may be
     left). `stopping` is asked before each batch: a shutdown finishes the batch in hand."""
     summary = ImportSummary()
-    started = time.monotonic()
-    while not stopping():
-        if summary.batches >= options.cap or (
-            budget_s is not None and time.monotonic() - started >= budget_s
-        ):
-            summary.more = True
-            break
-        done = await run_batch(pool, options, now, job_id)
-        if done is None:
-            break
-        _, state, counts = done
-        summary.batches += 1
+
+    def done(result: tuple[UUID, str, dict[str, int]]) -> None:
+        _, state, counts = result
         summary.rows += counts.get("rows", 0)
         summary.marked += counts.get("marked", 0)
         summary.completed += state == "completed"
         summary.failed += not counts
+
+    summary.batches, summary.more = await run_batches(
+        lambda: run_batch(pool, options, now, job_id),
+        done,
+        cap=options.cap,
+        budget_s=budget_s,
+        stopping=stopping,
+    )
     return summary
 
 

@@ -25,7 +25,6 @@ rule of `verbs.jobs`. A successful batch clears the count.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -37,7 +36,7 @@ from events_svc.db import Connection, Pool, must, transaction
 from events_svc.diagnostics import error_fields
 from events_svc.settings import Settings
 from events_svc.verbs.audit import write_audit
-from events_svc.verbs.jobs import after_failure, failure_code
+from events_svc.verbs.jobs import after_failure, failure_code, run_batches, work_one_batch
 from events_svc.verbs.operations.preview import PURPOSE
 
 log = logging.getLogger("events_svc.operations")
@@ -271,19 +270,17 @@ async def run_batch(
     """One batch of the first due operation (or of `operation_id`): (operation, its state
     after, triggers), or None when none is due and free. A failing batch is recorded on
     its operation (then `paused` or `failed`) and answers -1 triggers."""
-    op: dict[str, Any] | None = None
-    try:
-        async with transaction(pool) as conn:
-            picked = await conn.fetchrow(_PICK, now, operation_id)
-            if picked is None:
-                return None
-            op = dict(picked)
-            state, triggered = await _work(conn, op, options.batch, now)
-            return op["id"], state, triggered
-    except Exception as exc:
-        if op is None:
-            raise  # the pick itself failed: the caller's pass fails (and backs off)
+
+    async def pick(conn: Connection) -> Any:
+        return await conn.fetchrow(_PICK, now, operation_id)
+
+    async def work(conn: Connection, op: dict[str, Any]) -> tuple[UUID, str, int]:
+        return (op["id"], *await _work(conn, op, options.batch, now))
+
+    async def fail(op: dict[str, Any], exc: Exception) -> tuple[UUID, str, int]:
         return op["id"], await _record_failure(pool, op, exc, now), -1
+
+    return await work_one_batch(pool, pick, work, fail)
 
 
 async def run_operation_pass(
@@ -299,21 +296,20 @@ async def run_operation_pass(
     worker holds it), `cap` batches ran, or `budget_s` seconds passed (`more` then says
     work may be left). `stopping` is asked before each batch."""
     summary = OperationSummary()
-    started = time.monotonic()
-    while not stopping():
-        if summary.batches >= options.cap or (
-            budget_s is not None and time.monotonic() - started >= budget_s
-        ):
-            summary.more = True
-            break
-        done = await run_batch(pool, options, now, operation_id)
-        if done is None:
-            break
-        _, state, triggered = done
-        summary.batches += 1
+
+    def done(result: tuple[UUID, str, int]) -> None:
+        _, state, triggered = result
         summary.triggers += max(triggered, 0)
         summary.completed += state == "completed"
         summary.failed += triggered < 0
+
+    summary.batches, summary.more = await run_batches(
+        lambda: run_batch(pool, options, now, operation_id),
+        done,
+        cap=options.cap,
+        budget_s=budget_s,
+        stopping=stopping,
+    )
     return summary
 
 
