@@ -9,13 +9,21 @@ from __future__ import annotations
 import asyncio
 import uuid
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, get_args
 
 import asyncpg
 import httpx
 import pytest
 
+from events_svc.errors.dispatch import TRIGGER_PURPOSES
+from events_svc.models.operations import (
+    PARAMS_OF_KIND,
+    OperationKind,
+    OperationState,
+    TriggerPurpose,
+)
 from events_svc.verbs.operations.batch import OperationOptions, run_operation_pass
+from events_svc.verbs.operations.preview import PURPOSE
 from tests.probes.helpers import (
     BASE,
     MOVED,
@@ -674,3 +682,24 @@ async def test_an_event_without_registrations_is_deleted_with_its_operations(
             uuid.UUID(event["id"]),
         )
     assert left == 0
+
+
+async def test_the_kinds_states_and_purposes_are_the_databases(api: Api):
+    """The Python lists of operation kinds, states and trigger purposes are the database
+    types' values, in order (a probe, since a Literal cannot be read from the schema)."""
+
+    async def labels(name: str) -> tuple[str, ...]:
+        async with api.pool.acquire() as conn:
+            rows = await conn.fetch(
+                "SELECT e.enumlabel FROM pg_enum e JOIN pg_type t ON t.oid = e.enumtypid"
+                " JOIN pg_namespace n ON n.oid = t.typnamespace"
+                " WHERE n.nspname = 'event' AND t.typname = $1 ORDER BY e.enumsortorder",
+                name,
+            )
+        return tuple(r[0] for r in rows)
+
+    kinds = await labels("operation_kind")
+    assert kinds == get_args(OperationKind) == tuple(PARAMS_OF_KIND) == tuple(PURPOSE)
+    assert await labels("operation_state") == get_args(OperationState)
+    purposes = await labels("trigger_purpose")
+    assert purposes == get_args(TriggerPurpose) == TRIGGER_PURPOSES == tuple(PURPOSE.values())

@@ -108,7 +108,6 @@ from events_svc.errors.operations import (
     OperationFinished,
     OperationInProgress,
     OperationNotStarted,
-    OperationParamsInvalid,
     UseEventOperation,
 )
 from events_svc.errors.unavailable import (
@@ -173,7 +172,6 @@ __all__ = [
     "OperationFinished",
     "OperationInProgress",
     "OperationNotStarted",
-    "OperationParamsInvalid",
     "PartnerDirectoryNotComposed",
     "PartnerNotFound",
     "PayloadTooLarge",

@@ -42,13 +42,6 @@ class OperationFinished(DomainError):
     status = 409
 
 
-class OperationParamsInvalid(DomainError):
-    """The parameters do not fit the operation's kind."""
-
-    code = "operation_params_invalid"
-    status = 422
-
-
 class OperationChangesNothing(DomainError):
     """The reschedule names the dates, zone and location the event already has."""
 

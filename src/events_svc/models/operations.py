@@ -41,7 +41,8 @@ class CutoffParams(Command):
     audience_cutoff: Instant
 
 
-_PARAMS: dict[str, type[Command]] = {
+# the parameters' model of each kind (the one mapping: requests and stored operations)
+PARAMS_OF_KIND: dict[str, type[Command]] = {
     "reschedule": RescheduleParams,
     "cancellation": CancellationParams,
     "reminder": CutoffParams,
@@ -60,7 +61,7 @@ class OperationCreate(Command):
     def _params_of_kind(cls, data: Any) -> Any:
         """Read `params` as the kind's model, so a mismatch names the kind's fields."""
         if isinstance(data, dict) and isinstance(data.get("params"), dict):
-            model = _PARAMS.get(str(data.get("kind")))
+            model = PARAMS_OF_KIND.get(str(data.get("kind")))
             if model is not None:
                 try:
                     return {**data, "params": model.model_validate(data["params"])}

@@ -19,6 +19,7 @@ from events_svc.actors import Actor
 from events_svc.db import Connection, Pool, transaction
 from events_svc.models import CancellationParams, CutoffParams, OperationCreate, RescheduleParams
 from events_svc.models.base import Command
+from events_svc.models.operations import PARAMS_OF_KIND
 from events_svc.verbs.audit import write_audit
 from events_svc.verbs.event_change import EventChange, plan_change
 from events_svc.verbs.events import get_event_row
@@ -31,12 +32,6 @@ PURPOSE = {
     "follow_up": "event_follow_up",
 }
 CALENDAR_KINDS = ("reschedule", "cancellation")
-PARAMS: dict[str, type[Command]] = {
-    "reschedule": RescheduleParams,
-    "cancellation": CancellationParams,
-    "reminder": CutoffParams,
-    "follow_up": CutoffParams,
-}
 
 # the audience (the one rule `event.in_audience`): active open/done registrations; for a
 # reminder or a follow-up, those created at or before the cutoff
@@ -54,7 +49,7 @@ RETURNING id
 
 def parse_params(kind: str, params: dict[str, Any]) -> Command:
     """The stored parameters of an operation, as its kind's model."""
-    return PARAMS[kind].model_validate(params)
+    return PARAMS_OF_KIND[kind].model_validate(params)
 
 
 def event_changes(params: Command) -> dict[str, Any]:
@@ -95,9 +90,7 @@ async def create_operation(
     pool: Pool, actor: Actor, event_id: UUID, cmd: OperationCreate, now: datetime
 ) -> dict[str, Any]:
     """Store a `previewed` operation with its audience estimate (nothing else changes)."""
-    params = cmd.params
-    if not isinstance(params, PARAMS[cmd.kind]):
-        raise errors.OperationParamsInvalid(kind=cmd.kind)
+    params = cmd.params  # the kind's model (`OperationCreate` reads it so)
     stored = params.model_dump(mode="json", exclude_unset=True)
     if isinstance(params, CancellationParams):
         stored["reason"] = params.reason.strip()
