@@ -333,13 +333,17 @@ async def test_an_unmapped_purpose_parks_only_its_own_triggers_until_mapped(
 
 
 class FailingQueue:
-    """A host's mail queue that cannot write: every flush raises (not a typed refusal)."""
+    """A host's mail queue that cannot write: every flush raises (not a typed refusal),
+    quoting the recipient, as a careless host's error might."""
+
+    def __init__(self) -> None:
+        self.held: list[str] = []
 
     async def enqueue(self, conn: Any, message: OutgoingMessage) -> None:
-        return None
+        self.held.append(message.recipient)
 
     async def flush(self, conn: Any) -> None:
-        raise ConnectionError("the queue's store is away")
+        raise ConnectionError(f"the queue's store is away (was sending to {self.held})")
 
 
 class RefusingQueue:
@@ -352,7 +356,9 @@ class RefusingQueue:
         return None
 
 
-async def test_failing_renders_and_queues_park_backed_off_and_never_send_twice(api: Api, admin):
+async def test_failing_renders_and_queues_park_backed_off_and_never_send_twice(
+    api: Api, admin, caplog: pytest.LogCaptureFixture
+):
     ev = await make_event(admin)
     await attendee(admin, ev["id"], 1)
     tpl = await mapped(admin, "event_rescheduled", "{{ registration.name|length // 0 }}")
@@ -378,6 +384,19 @@ async def test_failing_renders_and_queues_park_backed_off_and_never_send_twice(a
     assert (await dispatch(api, later + timedelta(minutes=4))).sent == 1
     (message,) = await outbox(admin, ev["id"])
     assert message["body"] == "Hello"
+    # what the failures left behind names no attendee: logs, receipts, audit rows
+    logged = " ".join(f"{r.getMessage()} {getattr(r, 'fields', '')}" for r in caplog.records)
+    async with api.pool.acquire() as conn:
+        kept = await conn.fetchval(
+            "SELECT string_agg(coalesce(error_kind, '') || coalesce(error_detail, ''), ' ')"
+            " FROM event.trigger_dispatch_receipts"
+        )
+        audited = await conn.fetchval(
+            "SELECT string_agg(summary::text, ' ') FROM event.event_audit_log"
+        )
+    assert "batch failed" in logged  # the failures were logged
+    for text in (logged, kept or "", audited or ""):
+        assert "guest1@example.org" not in text and "Guest 1" not in text
 
 
 # --- exactly once -------------------------------------------------------------------------
