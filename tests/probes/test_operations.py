@@ -42,6 +42,17 @@ from tests.probes.helpers import (
 )
 from tests.probes.helpers import operation_params as params_of
 
+# event_body's event as created: what a preview or a refused PATCH must leave it
+UNTOUCHED = {
+    "revision": 1,
+    "ics_sequence": 0,
+    "date_begin": datetime(2027, 5, 10, 9, tzinfo=UTC),
+    "date_end": datetime(2027, 5, 12, 18, tzinfo=UTC),
+    "date_tz": "Europe/Lisbon",
+    "location": "",
+    "kanban_state": "normal",
+}
+
 OPERATE_ROUTES = (
     ("POST", "/admin/events/{event}/operations"),
     ("POST", "/admin/operations/{op}/start"),
@@ -131,15 +142,7 @@ async def test_preview_estimates_active_open_and_done_attendees_on_the_revision_
     )
     assert (op["event_revision"], op["ics_sequence"], op["started_at"]) == (None, None, None)
     # a preview changes nothing of the event, snapshots nobody and writes no trigger
-    assert await event_row(api, ev["id"]) == {
-        "revision": 1,
-        "ics_sequence": 0,
-        "date_begin": datetime(2027, 5, 10, 9, tzinfo=UTC),
-        "date_end": datetime(2027, 5, 12, 18, tzinfo=UTC),
-        "date_tz": "Europe/Lisbon",
-        "location": "",
-        "kanban_state": "normal",
-    }
+    assert await event_row(api, ev["id"]) == UNTOUCHED
     assert await value(api, "SELECT count(*) FROM event.operation_audience") == 0
     assert await trigger_rows(api.pool) == []
     got = await admin.get(f"/admin/operations/{op['id']}")
@@ -613,15 +616,7 @@ async def test_a_plain_patch_of_calendar_fields_is_fenced_once_a_seat_is_held(
         r = await admin.patch(url, json=body)
         assert error(r) == (409, "use_event_operation"), (body, r.text)
         assert r.json()["error"]["fields"] == [k for k in sorted(body) if k != "name"]
-    assert await event_row(api, ev["id"]) == {
-        "revision": 1,
-        "ics_sequence": 0,
-        "date_begin": datetime(2027, 5, 10, 9, tzinfo=UTC),
-        "date_end": datetime(2027, 5, 12, 18, tzinfo=UTC),
-        "date_tz": "Europe/Lisbon",
-        "location": "",
-        "kanban_state": "normal",
-    }
+    assert await event_row(api, ev["id"]) == UNTOUCHED
     # the same values as the event has change nothing: not fenced
     same = {"date_begin": "2027-05-10T09:00:00Z", "location": ""}
     assert (await admin.patch(url, json=same)).status_code == 200
