@@ -24,6 +24,8 @@ from events_svc import db, errors, migrate
 from events_svc.adapters.standalone import standalone_ports
 from events_svc.bodylimit import BodyLimit
 from events_svc.capabilities import CapabilityCodec
+from events_svc.console import PREFIX as CONSOLE_PREFIX
+from events_svc.console import console_app
 from events_svc.links import BASE_PATH
 from events_svc.models import ADMIN_ERRORS, PUBLIC_ERRORS, error_responses
 from events_svc.observability import CrashGuard, JsonFormatter, PoolCollector, RequestObserver
@@ -274,6 +276,7 @@ def create_app(
     app.include_router(admin_router(), prefix=BASE_PATH)
     intake = settings.intake_public if intake_public is None else intake_public
     app.include_router(public_router(intake=intake), prefix=BASE_PATH)
+    app.mount(CONSOLE_PREFIX, console_app(ctx))  # the operator console (src/events_svc/console)
     return app
 
 

@@ -162,6 +162,7 @@ class Settings:
     export_max_rows: int = 2_000_000
     export_concurrency: int = 2
     trigger_dispatch: bool = False
+    console_secrets: tuple[str, ...] = field(default=(), repr=False)
 
     def __post_init__(self) -> None:
         if self.pool_min > self.pool_max:
@@ -222,4 +223,5 @@ class Settings:
             export_max_rows=_int(e, "EVENTS_EXPORT_MAX_ROWS", 2_000_000),
             export_concurrency=_int(e, "EVENTS_EXPORT_CONCURRENCY", 2),
             trigger_dispatch=_bool(e, "EVENT_TRIGGER_DISPATCH", False),
+            console_secrets=_secrets(e, "EVENTS_CONSOLE_SECRET"),
         )

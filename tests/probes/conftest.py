@@ -124,3 +124,23 @@ async def public(app: Any) -> AsyncIterator[httpx.AsyncClient]:
     """A client without credentials, for the public routes."""
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE) as client:
         yield client
+
+
+@pytest.fixture(scope="session")
+async def browser() -> AsyncIterator[Any]:
+    """One headless chromium for the session (Debian's; the probes fail without it)."""
+    from tests.probes.studio_kit import launched
+
+    async with launched() as (_, launched_browser):
+        yield launched_browser
+
+
+@pytest.fixture
+async def studio(app: Any, pool: asyncpg.Pool, browser: Any) -> AsyncIterator[Any]:
+    """The console served by a real uvicorn, with a browser to drive it (studio_kit.py)."""
+    from tests.probes.studio_kit import Studio, served
+
+    async with served(app) as base:
+        kit = Studio(base, browser, pool)
+        yield kit
+        await kit.close()

@@ -17,7 +17,9 @@ from events_svc.errors.attendance import (
 )
 from events_svc.errors.base import DomainError, all_errors
 from events_svc.errors.client import (
+    CsrfRefused,
     EventNotPublished,
+    MethodNotAllowed,
     MissingScope,
     NotFound,
     PayloadTooLarge,
@@ -136,6 +138,7 @@ __all__ = [
     "ChannelKindMismatch",
     "CompanyNotAllowed",
     "Conflict",
+    "CsrfRefused",
     "DatabaseUnavailable",
     "DateOrder",
     "DateOutOfRange",
@@ -164,6 +167,7 @@ __all__ = [
     "InvalidTimezone",
     "LeadAxisUnknown",
     "LeadNotFound",
+    "MethodNotAllowed",
     "MissingScope",
     "NoPipeEndStage",
     "NotFound",

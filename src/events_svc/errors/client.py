@@ -60,3 +60,18 @@ class RateLimited(DomainError):
 
     code = "rate_limited"
     status = 429
+
+
+class CsrfRefused(DomainError):
+    """The form was not sent from a page of this console session; reload the page and send
+    it again."""
+
+    code = "csrf_failed"
+    status = 403
+
+
+class MethodNotAllowed(DomainError):
+    """This address does not answer that method."""
+
+    code = "method_not_allowed"
+    status = 405

@@ -45,6 +45,10 @@ WITH hit AS (
 )
 SELECT id, name, scopes, company_id FROM hit
 """
+# the console's session names the token by id (the token itself is never kept)
+_RESOLVE_ID = """
+SELECT id, name, scopes, company_id FROM event.api_tokens WHERE id = $1 AND revoked_at IS NULL
+"""
 
 
 def _digest(token: str) -> bytes:
@@ -91,6 +95,17 @@ async def resolve_token(pool: Pool, token: str, now: datetime) -> Actor | None:
         return None
     async with connection(pool) as conn:  # one statement, autocommit: no BEGIN/COMMIT trips
         row = await conn.fetchrow(_RESOLVE, _digest(token), now)
+    return _actor(row)
+
+
+async def resolve_token_id(pool: Pool, token_id: UUID) -> Actor | None:
+    """The actor of a live token named by its id (a console session), else None."""
+    async with connection(pool) as conn:
+        row = await conn.fetchrow(_RESOLVE_ID, token_id)
+    return _actor(row)
+
+
+def _actor(row: Any) -> Actor | None:
     if row is None:
         return None
     return Actor(

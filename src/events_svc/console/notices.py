@@ -1,0 +1,23 @@
+"""The fixed notices a page shows after a form's 303 (`?done=<key>`): a key, never text
+from the request, so nothing a visitor types is echoed into a page by a link."""
+
+from __future__ import annotations
+
+NOTICES: dict[str, str] = {
+    "signed_in": "You are signed in.",
+    "signed_out": "You are signed out.",
+    "published": "The event is published.",
+    "unpublished": "The event is no longer published.",
+    "marked_done": "The event is marked done.",
+    "corrected": "The correction is saved.",
+    "cancelled": "The registration is cancelled.",
+    "reactivated": "The registration is active again.",
+    "import_started": "The import is queued; its rows are processed in batches.",
+    "import_resumed": "The import was resumed.",
+    "import_cancelled": "The import is cancelled; processed rows keep their outcome.",
+    "export_confirmed": "The export is confirmed; download it below.",
+    "operation_previewed": "Check the preview, then confirm to start.",
+    "operation_started": "The operation started.",
+    "operation_resumed": "The operation was resumed.",
+    "operation_cancelled": "The operation is cancelled; triggers already written stay.",
+}

@@ -1,0 +1,7 @@
+"""Console pages: exports."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+router = APIRouter()

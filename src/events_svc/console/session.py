@@ -1,0 +1,83 @@
+"""The console's session: one signed cookie.
+
+It names the API token the operator signed in with by its id (never the token itself)
+and carries the session's CSRF secret. It is signed with itsdangerous, `HttpOnly`,
+`SameSite=Strict`, `Secure` when the request came over HTTPS, scoped to the console's path, and
+re-issued on every answer, so it expires after `IDLE_S` without a request. A cookie
+that does not verify (forged, signed with another secret, too old) is no session.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from itsdangerous import BadSignature, URLSafeTimedSerializer
+
+COOKIE = "studio_session"
+IDLE_S = 8 * 3600
+MAX_COOKIE = 1024  # a longer cookie is not one this console wrote
+_SALT = "events-svc.studio.session"
+
+
+@dataclass(frozen=True)
+class Session:
+    """Who is signed in (`token_id`, None before sign-in) and the CSRF secret."""
+
+    token_id: str | None
+    csrf: str
+
+    @staticmethod
+    def fresh(token_id: str | None = None) -> Session:
+        """A new session: a new CSRF secret (sign-in and sign-out both start one)."""
+        return Session(token_id=token_id, csrf=secrets.token_urlsafe(32))
+
+    def csrf_matches(self, submitted: str | None) -> bool:
+        """Whether a form's `csrf_token` is this session's (compared in constant time)."""
+        if not submitted or len(submitted) > 100:
+            return False
+        return hmac.compare_digest(submitted.encode(), self.csrf.encode())
+
+
+class SessionCodec:
+    """Sign and verify session cookies; the first secret signs, every one verifies."""
+
+    def __init__(self, keys: Sequence[str]) -> None:
+        if not keys:
+            raise ValueError("the console needs a secret to sign its sessions")
+        # itsdangerous signs with the LAST key and verifies with all of them
+        self._serializer = URLSafeTimedSerializer(
+            list(reversed(keys)), salt=_SALT, signer_kwargs={"digest_method": hashlib.sha256}
+        )
+
+    def dump(self, session: Session) -> str:
+        payload: dict[str, Any] = {"c": session.csrf}
+        if session.token_id is not None:
+            payload["t"] = session.token_id
+        value: str = self._serializer.dumps(payload)
+        return value
+
+    def load(self, raw: str | None) -> Session | None:
+        """The session of a cookie this console signed less than IDLE_S ago, else None."""
+        if not raw or len(raw) > MAX_COOKIE:
+            return None
+        try:
+            payload = self._serializer.loads(raw, max_age=IDLE_S)
+        except BadSignature:  # SignatureExpired included
+            return None
+        if not isinstance(payload, dict):
+            return None
+        csrf, token_id = payload.get("c"), payload.get("t")
+        if not isinstance(csrf, str) or not isinstance(token_id, str | None):
+            return None
+        return Session(token_id=token_id, csrf=csrf)
+
+    def set_cookie_header(self, session: Session, *, secure: bool, path: str) -> bytes:
+        flags = f"Max-Age={IDLE_S}; Path={path}; HttpOnly; SameSite=Strict"
+        if secure:
+            flags += "; Secure"
+        return f"{COOKIE}={self.dump(session)}; {flags}".encode("latin-1")
