@@ -20,7 +20,7 @@ migrate: $(STAMP)
 	$(BIN)/events-svc migrate
 
 test: $(STAMP)  ## the whole suite against a real PostgreSQL (and a real Redis, from a wheel)
-	scripts/ensure-debian-packages libreoffice-calc-nogui=soffice  # the export probe's spreadsheet engine
+	scripts/ensure-debian-packages libreoffice-calc-nogui=soffice chromium=chromium  # the export probe's spreadsheet engine; the console's browser
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)  ## format check, lint, import contracts, strict typing

@@ -120,14 +120,6 @@ def _error_response(exc: errors.DomainError) -> JSONResponse:
     return JSONResponse(exc.body(), status_code=exc.status, headers=exc.response_headers())
 
 
-# pydantic error types raised by our own field types (models/base.py), as typed refusals
-_TYPED_REFUSALS: dict[str, type[errors.DomainError]] = {
-    "date_out_of_range": errors.DateOutOfRange,
-    "phone_invalid": errors.PhoneInvalid,
-    "lead_axis_unknown": errors.LeadAxisUnknown,
-}
-
-
 def _invalid_json(exc: RequestValidationError, position: Any) -> errors.DomainError:
     """Where the JSON broke, as line and column (1-based); never the body itself."""
     doc = exc.body
@@ -156,8 +148,8 @@ def _validation_error(exc: RequestValidationError) -> errors.DomainError:
         field = ".".join(loc[1:]) if len(loc) > 1 else ".".join(loc)
         if kind == "extra_forbidden":
             return errors.UnknownField(f"Unknown field: {field}.", field=field)
-        if kind in _TYPED_REFUSALS and typed is None:
-            refusal = _TYPED_REFUSALS[kind]
+        if kind in errors.TYPED_VALIDATION and typed is None:
+            refusal = errors.TYPED_VALIDATION[kind]
             typed = refusal(" ".join((refusal.__doc__ or kind).split()), field=field)
         problems.append({"field": field, "message": err.get("msg", ""), "type": kind})
     if typed is not None:

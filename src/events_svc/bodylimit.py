@@ -22,6 +22,7 @@ from events_svc.models.attendance import MAX_IMPORT_BYTES
 # (path pattern, limit): the routes whose bodies may be larger than the general limit
 ROUTE_LIMITS: tuple[tuple[re.Pattern[str], int], ...] = (
     (re.compile(r"/admin/events/[^/]+/attendance-imports/?\Z"), MAX_IMPORT_BYTES),
+    (re.compile(r"/studio/events/[^/]+/attendance/?\Z"), MAX_IMPORT_BYTES + 64 * 1024),  # + form
 )
 
 

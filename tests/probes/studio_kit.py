@@ -150,9 +150,19 @@ class Studio:
             await context.close()
 
 
+# an address whose local part is not the mask's `x***`, and a phone number's digits
+_EMAIL = re.compile(r"[\w.+-]+@[\w-]+(\.[\w-]+)+")
+_PHONE = re.compile(r"\+\d[\d ]{6,}\d")
+
+
 def assert_safe_text(text: str, forbidden: set[str], name: str) -> None:
+    """Nothing protected in a page's text: none of the synthetic values (exactly), no
+    email but a masked one (`a***@example.org`), no phone number, no token."""
     leaked = sorted(v for v in forbidden if v and v in text)
     assert not leaked, f"screenshot {name} shows {len(leaked)} protected value(s)"
+    for found in _EMAIL.finditer(text):
+        assert found.group(0).split("@")[0].endswith("***"), f"screenshot {name} shows an email"
+    assert not _PHONE.search(text), f"screenshot {name} shows a phone number"
     assert not re.search(r"evt_[A-Za-z0-9_-]{20,}", text), f"screenshot {name} shows a token"
     assert "Traceback" not in text, f"screenshot {name} shows debug output"
 

@@ -15,9 +15,9 @@ NOTICES: dict[str, str] = {
     "import_started": "The import is queued; its rows are processed in batches.",
     "import_resumed": "The import was resumed.",
     "import_cancelled": "The import is cancelled; processed rows keep their outcome.",
-    "export_confirmed": "The export is confirmed; download it below.",
     "operation_previewed": "Check the preview, then confirm to start.",
     "operation_started": "The operation started.",
     "operation_resumed": "The operation was resumed.",
     "operation_cancelled": "The operation is cancelled; triggers already written stay.",
+    "import_replayed": "This form was sent already: this is the import it started.",
 }

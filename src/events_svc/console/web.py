@@ -16,6 +16,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 from pydantic import ValidationError
 from starlette.datastructures import UploadFile
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from events_svc import errors
 from events_svc.actors import Actor
@@ -126,6 +127,10 @@ async def posted_form(request: Request) -> Form:
         data = await request.form(
             max_files=1, max_fields=MAX_FORM_FIELDS, max_part_size=MAX_FIELD_BYTES
         )
+    except StarletteHTTPException as exc:  # the multipart parser's own refusals
+        if "maximum" in str(exc.detail).lower() or "too many" in str(exc.detail).lower():
+            raise errors.PayloadTooLarge("A field or the form is larger than accepted.") from None
+        raise errors.ValidationFailed("The form could not be read.") from None
     except (ValueError, KeyError, AssertionError):
         raise errors.ValidationFailed("The form could not be read.") from None
     values: dict[str, str] = {}
@@ -173,11 +178,15 @@ def refusal_errors(exc: errors.DomainError) -> list[FieldError]:
 
 
 def validation_errors(exc: ValidationError) -> list[FieldError]:
-    """A model's validation failure as summary lines (never echoing the input)."""
+    """A model's validation failure as summary lines (never echoing the input), each with
+    the code the API answers: the typed refusal of our own field types, else
+    `validation_failed`."""
     lines = []
     for err in exc.errors():
         loc = ".".join(str(p) for p in err.get("loc", ()))
-        lines.append(FieldError(str(err.get("msg", "invalid")), str(err.get("type")), loc or None))
+        typed = errors.TYPED_VALIDATION.get(str(err.get("type")))
+        code = typed.code if typed is not None else errors.ValidationFailed.code
+        lines.append(FieldError(str(err.get("msg", "invalid")), code, loc or None))
     return lines
 
 

@@ -120,7 +120,16 @@ from events_svc.errors.unavailable import (
     TemplateRendererNotComposed,
 )
 
+# pydantic error types raised by our own field types (models/base.py), as typed refusals:
+# the API and the console name a validation failure of these types by the refusal's code
+TYPED_VALIDATION: dict[str, type[DomainError]] = {
+    "date_out_of_range": DateOutOfRange,
+    "phone_invalid": PhoneInvalid,
+    "lead_axis_unknown": LeadAxisUnknown,
+}
+
 __all__ = [
+    "TYPED_VALIDATION",
     "AlreadyLinked",
     "AnswerInUse",
     "AnswerInvalid",

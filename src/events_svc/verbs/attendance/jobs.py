@@ -74,6 +74,17 @@ FROM event.attendance_imports j JOIN event.events e ON e.id = j.event_id
 WHERE j.id = $1 AND event.visible_to(e.company_id, $2)
   AND event.visible_to(j.actor_company_id, $2)
 """
+# the jobs of an event the actor may see, newest first (the console's list of imports)
+_LIST = """
+SELECT j.id, j.state::text AS state, j.total, j.processed, j.marked, j.already_marked,
+    j.error_count, j.created_at, j.finished_at
+FROM event.attendance_imports j JOIN event.events e ON e.id = j.event_id
+WHERE j.event_id = $1 AND event.visible_to(e.company_id, $2)
+  AND event.visible_to(j.actor_company_id, $2)
+ORDER BY j.created_at DESC, j.id DESC
+LIMIT $3
+"""
+_EVENT_SEEN = "SELECT id FROM event.events WHERE id = $1 AND event.visible_to(company_id, $2)"
 _LOCK = """
 SELECT j.id, j.event_id, j.state::text AS state, j.processed, j.total
 FROM event.attendance_imports j JOIN event.events e ON e.id = j.event_id
@@ -145,6 +156,17 @@ async def get_import(pool: Pool, actor: Actor, job_id: UUID) -> dict[str, Any]:
     """The job with its counters and first 100 errors (404 when the actor cannot see it)."""
     async with connection(pool) as conn:
         return await _view(conn, actor, job_id)
+
+
+async def list_imports(
+    pool: Pool, actor: Actor, event_id: UUID, limit: int = 20
+) -> list[dict[str, Any]]:
+    """The newest `limit` jobs of an event with their counters, scoped like `get_import`
+    (404 when the actor cannot see the event); no rows, no attendee data."""
+    async with connection(pool) as conn:
+        if await conn.fetchval(_EVENT_SEEN, event_id, actor.company_id) is None:
+            raise errors.NotFound("No such event.")
+        return [dict(r) for r in await conn.fetch(_LIST, event_id, actor.company_id, limit)]
 
 
 async def cancel_import(pool: Pool, actor: Actor, job_id: UUID, now: datetime) -> dict[str, Any]:
