@@ -15,6 +15,7 @@ from events_svc import create_app
 from events_svc.actors import Actor
 from events_svc.console.session import COOKIE
 from events_svc.settings import Settings
+from tests.probes.studio_kit import SHOTS
 from tests.probes.test_studio_security import client, csrf_of
 
 SIZES = ("desktop", "phone")
@@ -166,3 +167,65 @@ async def test_a_host_actor_drives_the_console_without_sign_in(
         ) as stranger:
             refused = await stranger.get("/events")
             assert refused.status_code == 401
+
+
+async def _populated(admin: Any) -> tuple[str, str]:
+    """An event with two tickets, attendees (one with a phone) and a draft hold; the ids of
+    the event and of one registration."""
+    from tests.probes.helpers import add_ticket, make_event, register
+
+    event = await make_event(admin, name="PyCon Lisbon", seats_max=120, location="Lisbon")
+    standard = await add_ticket(admin, event["id"], name="Standard", seats_max=8)
+    await add_ticket(admin, event["id"], name="Speaker", seats_max=4)
+    first = await register(admin, event["id"], "Ada")
+    for name in ("Grace", "Linus", "Barbara", "Edsger", "Margaret"):
+        body = {"event_id": event["id"], "name": name, "event_ticket_id": standard["id"]}
+        assert (await admin.post("/admin/registrations", json=body)).status_code == 201
+    body = {"event_id": event["id"], "name": "Ken Thompson", "phone": "+44 20 7946 0958"}
+    assert (await admin.post("/admin/registrations", json=body)).status_code == 201
+    assert (await admin.post(f"/admin/events/{event['id']}/publish")).status_code == 200
+    return str(event["id"]), first
+
+
+def _pages(event_id: str, registration_id: str) -> list[tuple[str, str]]:
+    return [
+        ("events", "/events"),
+        ("event", f"/events/{event_id}"),
+        ("schedulers", f"/events/{event_id}/schedulers"),
+        ("attendance", f"/events/{event_id}/attendance"),
+        ("export", f"/events/{event_id}/export"),
+        ("operations", f"/events/{event_id}/operations"),
+        ("registrations", f"/registrations?event_id={event_id}"),
+        ("registration", f"/registrations/{registration_id}"),
+        ("desk", f"/desk?event_id={event_id}"),
+        ("outbox", f"/outbox?event_id={event_id}"),
+    ]
+
+
+async def test_every_page_reflows_at_200_percent_zoom(studio: Any, admin: Any) -> None:
+    """200% zoom of a 1440x900 window is a 720x450 CSS viewport at twice the pixels: no page
+    scrolls sideways there (nor at 390 px, which every `shot` checks)."""
+    event_id, registration_id = await _populated(admin)
+    token = await studio.token("*")
+    context = await studio.browser.new_context(
+        viewport={"width": 720, "height": 450}, device_scale_factor=2
+    )
+    studio.contexts.append(context)
+    page = await context.new_page()
+    await page.goto(studio.url("/sign-in"))
+    await page.fill("#field-token", token)
+    await page.click("button[type=submit]")
+    for name, path in _pages(event_id, registration_id):
+        response = await page.goto(studio.url(path))
+        assert response is not None and response.status == 200, (path, response)
+        await studio.shot(page, f"zoom200-{name}")
+
+
+async def test_the_readme_screenshot(studio: Any, admin: Any) -> None:
+    """The console as the README shows it (docs/console-1440x900.png is a copy of this
+    capture): an event's detail with its seat gauges, at 1440x900."""
+    event_id, _ = await _populated(admin)
+    page = await studio.open("*", size="desktop")
+    await page.goto(studio.url(f"/events/{event_id}"))
+    await studio.shot(page, "readme-event-detail")
+    await page.screenshot(path=str(SHOTS / "readme-console-1440x900.png"))
