@@ -121,15 +121,21 @@ class Studio:
         return await context.new_page()
 
     async def forbidden(self) -> set[str]:
-        """Every synthetic email, phone and answer text in the database, every token this
-        test minted and every value a probe added (an exported row)."""
+        """Every synthetic email, phone and answer text in the database (including those a
+        correction replaced), every token this test minted and every value a probe added
+        (an exported row)."""
         found = set(self.secrets)
         async with self.pool.acquire() as conn:
             rows = await conn.fetch(
                 "SELECT email AS v FROM event.registrations WHERE email <> '' "
                 "UNION SELECT phone FROM event.registrations WHERE phone <> '' "
                 "UNION SELECT value_text FROM event.registration_answers "
-                "WHERE length(value_text) >= 4"
+                "WHERE length(value_text) >= 4 "
+                # values corrected away live on in the revision history
+                "UNION SELECT side.v FROM event.registration_revisions r, "
+                "jsonb_each(r.changes) AS c(field, change), "
+                "LATERAL (VALUES (c.change->>'before'), (c.change->>'after')) AS side(v) "
+                "WHERE c.field IN ('email', 'phone') AND side.v <> ''"
             )
         found.update(str(r["v"]) for r in rows if r["v"])
         return found

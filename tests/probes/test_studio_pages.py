@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 import pytest
 from fastapi.routing import iter_route_contexts
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from events_svc import create_app
 from events_svc.actors import Actor
@@ -84,7 +85,7 @@ async def test_the_unavailable_page_when_the_database_is_away(
         ctx.pool = pool
     assert response is not None and response.status == 503
     text = await studio.shot(page, f"error-unavailable-{size}")
-    assert "database_unavailable" in text or "Unavailable" in text
+    assert "database_unavailable" in text and "Nothing was changed" in text
 
 
 @pytest.mark.parametrize("size", SIZES)
@@ -115,6 +116,51 @@ async def test_every_page_needs_a_session_and_every_form_its_csrf(app: Any, pool
     assert await pool.fetchval("SELECT count(*) FROM event.event_audit_log") == before
 
 
+async def test_every_form_refuses_a_missing_or_foreign_csrf_token(
+    app: Any, api: Any, pool: Any
+) -> None:
+    """Signed in with every scope, each console POST without the session's CSRF token, or
+    with another session's, is 403 csrf_failed, and nothing is written."""
+    token = (await api.token("*"))["Authorization"].removeprefix("Bearer ")
+    posts = [path for method, path in console_routes(app) if method == "POST"]
+    assert len(posts) >= 20, posts
+    before = await pool.fetchval("SELECT count(*) FROM event.event_audit_log")
+    async with client(app) as c, client(app) as other:
+        csrf = await csrf_of(c)
+        await c.post("/sign-in", data={"token": token, "csrf_token": csrf})
+        foreign = await csrf_of(other)
+        for path in posts:
+            if path.startswith("/sign-"):
+                continue
+            for sent in ({}, {"csrf_token": foreign}):
+                answer = await c.post(concrete(path), data={"reason": "x", **sent})
+                assert answer.status_code == 403, (path, answer.status_code)
+                assert "csrf_failed" in answer.text, path
+    assert await pool.fetchval("SELECT count(*) FROM event.event_audit_log") == before
+
+
+async def test_a_nul_in_any_query_is_a_422_page(app: Any, api: Any) -> None:
+    token = (await api.token("*"))["Authorization"].removeprefix("Bearer ")
+    async with client(app) as c:
+        csrf = await csrf_of(c)
+        await c.post("/sign-in", data={"token": token, "csrf_token": csrf})
+        for path in ("/events?q=%00", "/registrations?q=a%00", "/desk?event_id=%00"):
+            answer = await c.get(path)
+            assert answer.status_code == 422, (path, answer.status_code)
+            assert "validation_failed" in answer.text
+
+
+async def test_console_use_records_the_token_as_used(app: Any, api: Any, pool: Any) -> None:
+    """A token used only through the console does not look unused (last_used_at)."""
+    token = (await api.token("event:read"))["Authorization"].removeprefix("Bearer ")
+    async with client(app) as c:
+        csrf = await csrf_of(c)
+        await c.post("/sign-in", data={"token": token, "csrf_token": csrf})
+        await pool.execute("UPDATE event.api_tokens SET last_used_at = NULL")
+        assert (await c.get("/events")).status_code == 200
+    assert await pool.fetchval("SELECT count(last_used_at) FROM event.api_tokens") == 1
+
+
 async def test_every_page_is_private_and_framed(app: Any, api: Any) -> None:
     """no-store, noindex and the CSP on every answer of every route, signed in or not."""
     token = (await api.token("*"))["Authorization"].removeprefix("Bearer ")
@@ -143,7 +189,10 @@ async def test_a_host_actor_drives_the_console_without_sign_in(
     token, no sign-in), its scopes decide, and forms still need the CSRF token."""
 
     async def host_actor(request: Any) -> Actor:
-        if request.headers.get("x-host-user") != "ops":
+        user = request.headers.get("x-host-user")
+        if user == "teapot":  # a host refusing with its own HTTPException keeps its status
+            raise StarletteHTTPException(418, "The host refuses.")
+        if user != "ops":
             from events_svc import errors
 
             raise errors.Unauthenticated("The host did not sign this user in.")
@@ -161,6 +210,8 @@ async def test_a_host_actor_drives_the_console_without_sign_in(
             assert "Ops" in listed.text and "Sign out" not in listed.text
             denied = await c.get("/registrations")
             assert denied.status_code == 403 and "registration:read" in denied.text
+            teapot = await c.get("/events", headers={"x-host-user": "teapot"})
+            assert teapot.status_code == 418 and "http_error" in teapot.text
             assert COOKIE in listed.headers["set-cookie"]  # the CSRF secret's session
         async with httpx.AsyncClient(
             transport=httpx.ASGITransport(app=app), base_url="http://test/studio"
@@ -202,9 +253,18 @@ def _pages(event_id: str, registration_id: str) -> list[tuple[str, str]]:
     ]
 
 
+# the form controls a page shows without a label (a <label for>, a wrapping label, or an
+# aria-label); buttons name themselves by their text
+UNLABELLED = """() => Array.from(document.querySelectorAll(
+    "input:not([type=hidden]):not([type=submit]), select, textarea"))
+  .filter(el => el.labels.length === 0 && !el.getAttribute("aria-label"))
+  .map(el => el.name || el.id)"""
+
+
 async def test_every_page_reflows_at_200_percent_zoom(studio: Any, admin: Any) -> None:
     """200% zoom of a 1440x900 window is a 720x450 CSS viewport at twice the pixels: no page
-    scrolls sideways there (nor at 390 px, which every `shot` checks)."""
+    scrolls sideways there (nor at 390 px, which every `shot` checks), and every form
+    control of every page has a label."""
     event_id, registration_id = await _populated(admin)
     token = await studio.token("*")
     context = await studio.browser.new_context(
@@ -219,6 +279,8 @@ async def test_every_page_reflows_at_200_percent_zoom(studio: Any, admin: Any) -
         response = await page.goto(studio.url(path))
         assert response is not None and response.status == 200, (path, response)
         await studio.shot(page, f"zoom200-{name}")
+        unlabelled = await page.evaluate(UNLABELLED)
+        assert unlabelled == [], (path, unlabelled)
 
 
 async def test_the_readme_screenshot(studio: Any, admin: Any) -> None:

@@ -174,6 +174,34 @@ async def test_a_correction_through_the_console_matches_the_api(
         assert "G*** H***" in await page.inner_text("main")
 
 
+async def test_removing_values_through_the_console_matches_the_api(
+    studio: Studio, admin: httpx.AsyncClient
+) -> None:
+    """A ticked removal empties the field exactly as a PATCH with null does; a typed value
+    and a tick on one field are refused (422 validation_failed, linked to the field)."""
+    event = await make_event(admin)
+    mine = await attendee(admin, event["id"], "Grace", "rm.mine@example.org")
+    theirs = await attendee(admin, event["id"], "Grace", "rm.theirs@example.org")
+    page = await studio.open(*EDITOR, size="desktop", js=False)
+    await page.goto(studio.url(f"/registrations/{mine}"))
+    await page.fill("#field-email", "x@example.org")
+    await page.check("#field-clear_email")
+    await page.fill("#field-reason", "asked to be forgotten")
+    assert await submit(page, "form[action$='/correct'] button") == 422
+    summary = await page.inner_text("#error-summary")
+    assert "validation_failed" in summary
+    assert await page.get_attribute("#error-summary a", "href") == "#field-email"
+    await page.fill("#field-email", "")
+    await page.check("#field-clear_phone")
+    assert await submit(page, "form[action$='/correct'] button") == 303
+    r = await correct(admin, theirs, reason="asked to be forgotten", phone=None)
+    assert r.status_code == 200, r.text
+    a, b = await full_view(admin, mine), await full_view(admin, theirs)
+    assert a["phone"] == b["phone"] == ""
+    assert a["email"] == "rm.mine@example.org" and a["version"] == b["version"] == 2
+    assert await history(admin, mine) == await history(admin, theirs)
+
+
 async def test_a_stale_correction_shows_changed_since_you_opened_it_like_the_api(
     studio: Studio, admin: httpx.AsyncClient
 ) -> None:
@@ -302,11 +330,16 @@ async def test_a_token_without_the_scope_sees_no_form_and_its_post_is_refused(
     assert (await full_view(admin, rid))["version"] == 1
 
 
+RING = "solid 3px rgb(255, 191, 71)"  # studio.css :focus-visible
 ORDER = [
     "field-name",
     "field-email",
     "field-phone",
     "field-company_name",
+    "field-clear_name",
+    "field-clear_email",
+    "field-clear_phone",
+    "field-clear_company_name",
     "field-date_closed",
     "field-clear_date_closed",
     "field-reason",
@@ -315,14 +348,16 @@ ORDER = [
 
 
 async def focused(page: Page) -> tuple[str, str]:
-    """The focused element's id (`submit` for the correction's button) and its outline."""
+    """The focused element's id (`submit` for the correction's button) and its outline:
+    the console's own ring (3 px solid), not the browser's default `auto` one."""
     return tuple(
         await page.evaluate(
             """() => {
                 const el = document.activeElement;
                 const id = el.type === "submit" && el.form && el.form.action.endsWith("/correct")
                     ? "submit" : (el.id || el.tagName);
-                return [id, getComputedStyle(el).outlineStyle];
+                const style = getComputedStyle(el);
+                return [id, `${style.outlineStyle} ${style.outlineWidth} ${style.outlineColor}`];
             }"""
         )
     )  # type: ignore[return-value]
@@ -340,7 +375,7 @@ async def test_the_correction_form_works_with_the_keyboard_alone(
     for _ in range(60):
         await page.keyboard.press("Tab")
         ident, outline = await focused(page)
-        assert outline != "none", f"{ident} has no visible focus ring"
+        assert outline == RING, f"{ident} shows {outline}, not the console's focus ring"
         if ident in ORDER:
             seen.append(ident)
             if ident == "field-name":

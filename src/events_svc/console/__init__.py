@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
@@ -27,7 +27,7 @@ from events_svc.console.pages import (
     outbox,
     registrations,
 )
-from events_svc.console.web import STATIC, SignInRequired, base_path, page
+from events_svc.console.web import STATIC, SignInRequired, base_path, page, plain_query
 from events_svc.routes.deps import ServiceContext
 
 PREFIX = "/studio"
@@ -48,21 +48,26 @@ _TITLES = {
 def error_page(request: Request, exc: errors.DomainError) -> Response:
     """A refusal as a page: its status, its stable code, its detail; the 403 names the
     scope the operator lacks; a 412 says the object changed since the page was opened."""
-    title = _TITLES.get(exc.status, "Refused")
-    response = page(
-        request,
-        "error.html",
-        status_code=exc.status,
-        title=title,
-        code=exc.code,
-        detail=exc.detail,
-        scope=exc.fields.get("scope"),
-        status=exc.status,
-    )
+    response = _status_page(request, exc.status, exc.code, exc.detail, exc.fields.get("scope"))
     for name, value in exc.response_headers().items():
         if name.lower() == "retry-after":
             response.headers[name] = value
     return response
+
+
+def _status_page(
+    request: Request, status: int, code: str, detail: str, scope: str | None = None
+) -> Response:
+    return page(
+        request,
+        "error.html",
+        status_code=status,
+        title=_TITLES.get(status, "Refused"),
+        code=code,
+        detail=detail,
+        scope=scope,
+        status=status,
+    )
 
 
 def _install_handlers(app: FastAPI) -> None:
@@ -85,10 +90,12 @@ def _install_handlers(app: FastAPI) -> None:
     async def http(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, StarletteHTTPException)
         if exc.status_code == 405:
-            refusal: errors.DomainError = errors.MethodNotAllowed()
-        else:
-            refusal = errors.NotFound("No such page or object.")
-        return error_page(request, refusal)
+            return error_page(request, errors.MethodNotAllowed())
+        if exc.status_code == 404:
+            return error_page(request, errors.NotFound("No such page or object."))
+        # a host's actor dependency may refuse with its own HTTPException: its status,
+        # under the code the API gives it
+        return _status_page(request, exc.status_code, "http_error", str(exc.detail))
 
     app.add_exception_handler(SignInRequired, sign_in)
     app.add_exception_handler(errors.DomainError, refused)
@@ -98,7 +105,9 @@ def _install_handlers(app: FastAPI) -> None:
 
 def console_app(ctx: ServiceContext) -> FastAPI:
     """The console as an ASGI sub-app over `ctx` (mounted at `/studio` by `create_app`)."""
-    app = FastAPI(openapi_url=None, docs_url=None, redoc_url=None)
+    app = FastAPI(
+        openapi_url=None, docs_url=None, redoc_url=None, dependencies=[Depends(plain_query)]
+    )
     app.state.events = ctx
     _install_handlers(app)
     app.add_middleware(StudioFrame, keys=StudioKeys(ctx))

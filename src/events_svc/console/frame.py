@@ -78,7 +78,9 @@ class StudioFrame:
                 raw = cookie_parser(value.decode("latin-1")).get(COOKIE, raw)
         loaded = codec.load(raw) if codec is not None else None
         holder = SessionHolder(loaded or Session.fresh(), verified=loaded is not None)
-        scope.setdefault("state", {})["studio_session"] = holder
+        state = scope.setdefault("state", {})
+        state["studio_session"] = holder
+        state["studio_codec"] = codec
         secure = scope.get("scheme") == "https"
         path = scope.get("root_path", "") or "/"
 

@@ -22,6 +22,8 @@ COOKIE = "studio_session"
 IDLE_S = 8 * 3600
 MAX_COOKIE = 1024  # a longer cookie is not one this console wrote
 _SALT = "events-svc.studio.session"
+_NOTE_SALT = "events-svc.studio.note"
+NOTE_MAX_AGE = 600  # a note read back after its form's 303: minutes, not hours
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,11 @@ class Session:
         return hmac.compare_digest(submitted.encode(), self.csrf.encode())
 
 
+def _bind(session: Session) -> str:
+    """A short digest of the session's CSRF secret (never the secret itself)."""
+    return hashlib.sha256(session.csrf.encode()).hexdigest()[:16]
+
+
 class SessionCodec:
     """Sign and verify session cookies; the first secret signs, every one verifies."""
 
@@ -50,9 +57,28 @@ class SessionCodec:
         if not keys:
             raise ValueError("the console needs a secret to sign its sessions")
         # itsdangerous signs with the LAST key and verifies with all of them
-        self._serializer = URLSafeTimedSerializer(
-            list(reversed(keys)), salt=_SALT, signer_kwargs={"digest_method": hashlib.sha256}
-        )
+        keyring = list(reversed(keys))
+        sha = {"digest_method": hashlib.sha256}
+        self._serializer = URLSafeTimedSerializer(keyring, salt=_SALT, signer_kwargs=sha)
+        self._notes = URLSafeTimedSerializer(keyring, salt=_NOTE_SALT, signer_kwargs=sha)
+
+    def dump_note(self, session: Session, payload: dict[str, Any]) -> str:
+        """A signed note a form's 303 carries to its page (a desk scan's answer), bound to
+        this session: another browser, or the same one after sign-out, cannot open it."""
+        value: str = self._notes.dumps({"n": payload, "s": _bind(session)})
+        return value
+
+    def load_note(self, session: Session, raw: str | None) -> dict[str, Any] | None:
+        if not raw or len(raw) > MAX_COOKIE:
+            return None
+        try:
+            note = self._notes.loads(raw, max_age=NOTE_MAX_AGE)
+        except BadSignature:
+            return None
+        if not isinstance(note, dict) or note.get("s") != _bind(session):
+            return None
+        payload = note.get("n")
+        return payload if isinstance(payload, dict) else None
 
     def dump(self, session: Session) -> str:
         payload: dict[str, Any] = {"c": session.csrf}

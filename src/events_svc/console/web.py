@@ -22,6 +22,7 @@ from events_svc import errors
 from events_svc.actors import Actor
 from events_svc.console.frame import SessionHolder
 from events_svc.console.notices import NOTICES
+from events_svc.console.session import SessionCodec
 from events_svc.routes.deps import ServiceContext, service_context
 from events_svc.verbs.tokens import resolve_token_id
 
@@ -48,6 +49,27 @@ def session_of(request: Request) -> SessionHolder:
     return holder
 
 
+def signed_note(request: Request, payload: dict[str, Any]) -> str:
+    """`payload` signed for this session, to ride a 303 to the page that shows it."""
+    codec: SessionCodec = request.scope["state"]["studio_codec"]
+    return codec.dump_note(session_of(request).session, payload)
+
+
+def opened_note(request: Request, raw: str | None) -> dict[str, Any] | None:
+    """The payload of a note this session signed in the last minutes, else None."""
+    codec: SessionCodec | None = request.scope["state"].get("studio_codec")
+    if codec is None:
+        return None
+    return codec.load_note(session_of(request).session, raw)
+
+
+async def plain_query(request: Request) -> None:
+    """Every console page's query string: no NUL character (422, as the API's `no_nul`)."""
+    for key, value in request.query_params.multi_items():
+        if "\x00" in key or "\x00" in value:
+            raise errors.ValidationFailed("NUL characters are not allowed in text", field=key)
+
+
 def base_path(request: Request) -> str:
     """Where the console is mounted (`/studio`, or under a host's own prefix)."""
     return str(request.scope.get("root_path", ""))
@@ -67,7 +89,7 @@ async def studio_actor(request: Request) -> Actor:
             ident = UUID(token_id)
         except ValueError:
             raise SignInRequired() from None
-        found = await resolve_token_id(ctx.db(), ident)
+        found = await resolve_token_id(ctx.db(), ident, ctx.clock())
         if found is None:
             raise SignInRequired()
         actor = found

@@ -99,6 +99,8 @@ _MASKED_CELLS: dict[str, str] = {
     "email": "event.csv_safe(r.email_masked) AS email",
     "phone": "event.csv_safe(r.phone_masked) AS phone",
 }
+# the columns a caller without registration:pii gets masked (the console labels them so)
+MASKED_COLUMNS: frozenset[str] = frozenset(k for k, v in _MASKED_CELLS.items() if v != _CELLS[k])
 _ROWS_HEAD = "SELECT "
 # The same rows as _COUNT, in a deterministic order. The cell functions are inlined and, on
 # a large event, computed by the parallel workers before their sort; unused joins are

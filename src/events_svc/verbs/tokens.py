@@ -47,7 +47,15 @@ SELECT id, name, scopes, company_id FROM hit
 """
 # the console's session names the token by id (the token itself is never kept)
 _RESOLVE_ID = """
-SELECT id, name, scopes, company_id FROM event.api_tokens WHERE id = $1 AND revoked_at IS NULL
+WITH hit AS (
+    SELECT id, name, scopes, company_id, last_used_at FROM event.api_tokens
+    WHERE id = $1 AND revoked_at IS NULL
+), touch AS (
+    UPDATE event.api_tokens t SET last_used_at = $2::timestamptz FROM hit
+    WHERE t.id = hit.id
+      AND (hit.last_used_at IS NULL OR hit.last_used_at < $2::timestamptz - interval '1 minute')
+)
+SELECT id, name, scopes, company_id FROM hit
 """
 
 
@@ -98,10 +106,11 @@ async def resolve_token(pool: Pool, token: str, now: datetime) -> Actor | None:
     return _actor(row)
 
 
-async def resolve_token_id(pool: Pool, token_id: UUID) -> Actor | None:
-    """The actor of a live token named by its id (a console session), else None."""
+async def resolve_token_id(pool: Pool, token_id: UUID, now: datetime) -> Actor | None:
+    """The actor of a live token named by its id (a console session), else None; its use
+    is recorded as a bearer use is (`last_used_at`, at most once a minute)."""
     async with connection(pool) as conn:
-        row = await conn.fetchrow(_RESOLVE_ID, token_id)
+        row = await conn.fetchrow(_RESOLVE_ID, token_id, now)
     return _actor(row)
 
 

@@ -1,10 +1,10 @@
 """Console pages: the check-in desk, a keyboard-first scan page.
 
 A scan is `POST /desk/scan` → the same verb and per-actor throttle as `POST
-/admin/desk/scan` → 303 to `GET /desk?event_id=&outcome=&registration=`. The redirect
-carries the outcome code and the registration id only, never attendee data: the page
-reads the attendee back (the name masked) and shows the outcome in a large banner with
-words and the stable code, the barcode field empty and focused for the next scan.
+/admin/desk/scan` → 303 to `GET /desk?event_id=&scan=<note>`. The note is the scan's
+answer (the outcome, the attendee's masked name, state, ticket and slot) signed for this
+session: the page reads nothing back, and shows the outcome in a large banner with words
+and the stable code, the barcode field empty and focused for the next scan.
 
 Event names come from the events list verb only for an operator holding `event:read` (the
 API's scope for that list); a desk-only token types or follows the event id instead.
@@ -12,6 +12,7 @@ API's scope for that list); a desk-only token types or follows the event id inst
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Annotated, Any
 from uuid import UUID
 
@@ -20,26 +21,27 @@ from pydantic import ValidationError
 
 from events_svc import errors
 from events_svc.actors import Actor
+from events_svc.console.choices import event_choices
 from events_svc.console.web import (
     FieldError,
     Posted,
     StudioCtx,
     needs,
+    opened_note,
     page,
     see_other,
+    signed_note,
     validation_errors,
 )
 from events_svc.models.desk import DeskScan
 from events_svc.routes.deps import ServiceContext
-from events_svc.verbs import desk, registrations, tickets
-from events_svc.verbs import events as event_verbs
-from events_svc.verbs.pii import mask_registration
+from events_svc.verbs import desk
+from events_svc.verbs.pii import mask_name
 
 router = APIRouter()
 
 SCOPE = "desk:scan"
 Scanner = Annotated[Actor, needs(SCOPE)]
-EVENT_CHOICES = 200  # the events list verb's largest page
 
 # outcome code -> (banner kind, the words shown above the code)
 BANNERS: dict[str, tuple[str, str]] = {
@@ -66,43 +68,27 @@ def _uuid(value: str | None) -> UUID | None:
         return None
 
 
-async def _event_choices(
-    ctx: ServiceContext, actor: Actor, selected: UUID | None
-) -> list[tuple[str, str]] | None:
-    """The events a desk may pick (not yet ended, by start), or None when the operator may
-    not list events; a preselected event that has ended is kept in the list."""
-    if not actor.has("event:read"):
-        return None
-    now = ctx.clock()
-    listed = await event_verbs.list_events(ctx.db(), actor, now, date_from=now, limit=EVENT_CHOICES)
-    choices = [(str(e["id"]), e["name"]) for e in listed["items"]]
-    if selected is not None and str(selected) not in {value for value, _ in choices}:
-        try:
-            event = await event_verbs.get_event(ctx.db(), actor, selected, now)
-            choices.insert(0, (str(event["id"]), event["name"]))
-        except errors.NotFound:
-            pass  # an event id the operator cannot see: the scan answers for it
-    return [("", "Choose an event"), *choices]
+def _utc(value: Any) -> str:
+    instant = value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
+    return f"{instant.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
 
 
-async def _attendee(ctx: ServiceContext, actor: Actor, registration_id: UUID) -> dict[str, Any]:
-    """The scanned attendee as the desk page shows it after the redirect: the name masked
-    (the redirect names only the id), the state, the ticket's name and the slot. The scan
-    answer itself shows this much and more to a `desk:scan` token, so nothing new leaks."""
-    try:
-        view = mask_registration(
-            await registrations.get_registration(ctx.db(), actor, registration_id)
-        )
-    except errors.NotFound:
-        return {}
-    shown: dict[str, Any] = {"name": view["name"], "state": view["state"]}
-    if view["event_ticket_id"] is not None:
-        ticket = await tickets.get_ticket(ctx.db(), actor, view["event_ticket_id"])
-        shown["ticket"] = ticket["name"]
-    if view["event_slot_id"] is not None:
-        slot = await tickets.get_slot(ctx.db(), actor, view["event_slot_id"])
-        shown["slot"] = slot["date_begin"]
-    return shown
+def _receipt(result: dict[str, Any]) -> dict[str, Any]:
+    """What the page shows of a scan's answer after the 303: the outcome, and of the
+    attendee the masked name, the state, the ticket's name and the slot's start. It rides
+    the redirect as a note signed for this session, so the page reads nothing back and no
+    registration id in an address can show an attendee to anyone."""
+    seen = result["registration"]
+    note: dict[str, Any] = {"outcome": result["outcome"]}
+    if seen:
+        slot = seen["slot"]
+        note["attendee"] = {
+            "name": mask_name(seen["name"] or ""),
+            "state": seen["state"],
+            "ticket": seen["ticket"]["name"] if seen["ticket"] else None,
+            "slot": _utc(slot["date_begin"]) if slot else None,
+        }
+    return note
 
 
 async def _desk_page(
@@ -124,7 +110,7 @@ async def _desk_page(
         status_code=status_code,
         problems=problems,
         title=title,
-        choices=await _event_choices(ctx, actor, event_id),
+        choices=await event_choices(ctx, actor, event_id, upcoming=True),
         event_id=str(event_id) if event_id else "",
         outcome=outcome if kind else None,
         banner_kind=kind,
@@ -139,14 +125,16 @@ async def desk_page(
     ctx: StudioCtx,
     actor: Scanner,
     event_id: str | None = None,
-    outcome: str | None = None,
-    registration: str | None = None,
+    scan: str | None = None,
 ) -> Any:
     """The scan form; after a scan, its outcome banner and the attendee it named."""
+    note = opened_note(request, scan) or {}
+    outcome = note.get("outcome")
     shown = outcome if outcome in BANNERS else None
-    reg_id = _uuid(registration)
-    attendee = await _attendee(ctx, actor, reg_id) if shown and reg_id else {}
-    return await _desk_page(request, ctx, actor, _uuid(event_id), outcome=shown, attendee=attendee)
+    attendee = note.get("attendee") if shown else None
+    return await _desk_page(
+        request, ctx, actor, _uuid(event_id), outcome=shown, attendee=attendee or {}
+    )
 
 
 @router.post("/desk/scan")
@@ -168,11 +156,5 @@ async def scan(request: Request, ctx: StudioCtx, actor: Scanner, form: Posted) -
     if ctx.throttle is not None:
         await ctx.throttle.check_actor("desk", actor.id)
     result = await desk.scan(ctx.db(), actor, body.event_id, body.barcode, ctx.clock())
-    seen = result["registration"]
-    return see_other(
-        request,
-        "/desk",
-        event_id=str(body.event_id),
-        outcome=result["outcome"],
-        registration=str(seen["id"]) if seen else None,
-    )
+    note = signed_note(request, _receipt(result))
+    return see_other(request, "/desk", event_id=str(body.event_id), scan=note)

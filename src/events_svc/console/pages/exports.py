@@ -56,7 +56,6 @@ COLUMN_LABELS = {
     "date_closed": "Attended at",
 }
 # the columns the verb masks without registration:pii
-PII_COLUMNS = frozenset({"name", "email", "phone"})
 DEFAULT_COLUMNS = ("id", "name", "email", "state", "ticket", "barcode", "created_at")
 STATES: tuple[RegistrationState, ...] = ("draft", "open", "done", "cancel")
 STATE_OPTIONS = [("", "Every state"), *((s, s) for s in STATES)]
@@ -78,7 +77,7 @@ def _choose(
     status_code: int = 200,
 ) -> Response:
     masked = not actor.has("registration:pii")
-    columns = [(n, COLUMN_LABELS[n], masked and n in PII_COLUMNS) for n in EXPORT_COLUMNS]
+    columns = [(n, COLUMN_LABELS[n], masked and n in verbs.MASKED_COLUMNS) for n in EXPORT_COLUMNS]
     return page(
         request,
         "export_new.html",

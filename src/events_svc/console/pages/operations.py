@@ -32,6 +32,7 @@ from events_svc.console.web import (
     validation_errors,
 )
 from events_svc.models import OperationCreate
+from events_svc.models.operations import PARAMS_OF_KIND
 from events_svc.routes.deps import ServiceContext, parse_if_match
 from events_svc.verbs.events import get_event
 from events_svc.verbs.operations import commands, preview, start
@@ -49,12 +50,7 @@ KINDS = [
     ("follow_up", "Follow-up: after the event"),
 ]
 # the form fields each kind reads (the others are ignored, so every fieldset can show)
-FIELDS_OF_KIND = {
-    "reschedule": ("date_begin", "date_end", "date_tz", "location"),
-    "cancellation": ("reason",),
-    "reminder": ("audience_cutoff",),
-    "follow_up": ("audience_cutoff",),
-}
+FIELDS_OF_KIND = {kind: tuple(model.model_fields) for kind, model in PARAMS_OF_KIND.items()}
 PARAM_NAMES = frozenset(n for names in FIELDS_OF_KIND.values() for n in names)
 INSTANTS = frozenset({"date_begin", "date_end", "audience_cutoff"})
 KEPT_UNLESS_CHANGED = frozenset({"date_tz", "location"})

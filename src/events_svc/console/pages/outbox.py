@@ -16,9 +16,9 @@ from uuid import UUID
 from fastapi import APIRouter, Request
 
 from events_svc.actors import Actor
+from events_svc.console.choices import event_choices
 from events_svc.console.pages.events import LOOKUP_LIMIT, when
 from events_svc.console.web import FieldError, StudioCtx, needs, page, query_text
-from events_svc.routes.deps import ServiceContext
 from events_svc.verbs import events as event_verbs
 from events_svc.verbs.mail import lines, outbox, templates
 
@@ -118,14 +118,6 @@ def message_row(message: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-async def event_choices(ctx: ServiceContext, actor: Actor) -> list[tuple[str, str]] | None:
-    """The events to pick from, when the operator may list events (else an id field)."""
-    if not actor.has("event:read"):
-        return None
-    listing = await event_verbs.list_events(ctx.db(), actor, ctx.clock(), limit=LOOKUP_LIMIT)
-    return [(str(e["id"]), e["name"]) for e in listing["items"]]
-
-
 @router.get("/outbox")
 async def outbox_page(request: Request, ctx: StudioCtx, actor: RegistrationRead) -> Any:
     """What the standalone adapters queued for one event, masked like GET /admin/outbox."""
@@ -159,7 +151,7 @@ async def outbox_page(request: Request, ctx: StudioCtx, actor: RegistrationRead)
         title="Outbox",
         event_id=str(event_id) if event_id else (raw or ""),
         event=event,
-        choices=await event_choices(ctx, actor),
+        choices=await event_choices(ctx, actor, event_id),
         rows=rows,
         chosen=event_id is not None,
         next_query=next_query,

@@ -33,7 +33,7 @@ from events_svc.console.web import (
     see_other,
     validation_errors,
 )
-from events_svc.models import ReasonBody, RegistrationPatch
+from events_svc.models import REGISTRATION_WRITABLE, ReasonBody, RegistrationPatch
 from events_svc.routes.deps import Cursor, ServiceContext, parse_if_match, pii_full
 from events_svc.verbs import corrections, revisions, tickets
 from events_svc.verbs import registrations as verbs
@@ -46,7 +46,7 @@ Reader = Annotated[Actor, needs("registration:read")]
 Corrector = Annotated[Actor, needs("registration:correct")]
 Lifecycle = Annotated[Actor, needs("registration:lifecycle")]
 
-ATTENDEE_FIELDS = ("name", "email", "phone", "company_name")
+ATTENDEE_FIELDS = tuple(f for f in REGISTRATION_WRITABLE if f != "date_closed")
 STATE_WORDS = {"draft": "Draft", "open": "Open", "done": "Done", "cancel": "Cancelled"}
 STATE_KIND = {"draft": "info", "open": "good", "done": "good", "cancel": "bad"}
 STALE = "This registration changed since you opened it"
@@ -209,15 +209,19 @@ def _instant(text: str) -> Any:
 
 def patch_fields(form: Form) -> dict[str, Any]:
     """The correction body: the reason, and only the fields the operator filled (an
-    empty field keeps its value); the checkbox clears date_closed (null, as in PATCH)."""
+    empty field keeps its value); a ticked `clear_<field>` sends null, as a PATCH does
+    to empty a field. A typed value and a tick on the same field are refused (422)."""
     fields: dict[str, Any] = {"reason": form.text("reason")}
-    for name in ATTENDEE_FIELDS:
-        if value := form.text(name):
-            fields[name] = value
-    if form.lists.get("clear_date_closed"):
-        fields["date_closed"] = None
-    elif closed := form.text("date_closed"):
-        fields["date_closed"] = _instant(closed)
+    for name in (*ATTENDEE_FIELDS, "date_closed"):
+        value = form.text(name)
+        if form.lists.get(f"clear_{name}"):
+            if value:
+                raise errors.ValidationFailed(
+                    "Type a value or tick its removal, not both.", field=name
+                )
+            fields[name] = None
+        elif value:
+            fields[name] = _instant(value) if name == "date_closed" else value
     return fields
 
 
@@ -247,14 +251,17 @@ async def correct(
     typed = _typed(form, (*ATTENDEE_FIELDS, "date_closed", "reason"))
     try:
         cmd = RegistrationPatch.model_validate(patch_fields(form))
-    except ValidationError as exc:
+    except (ValidationError, errors.ValidationFailed) as exc:
+        problems = (
+            validation_errors(exc) if isinstance(exc, ValidationError) else refusal_errors(exc)
+        )
         return await render_detail(
             request,
             ctx,
             actor,
             registration_id,
             status_code=422,
-            problems=validation_errors(exc),
+            problems=problems,
             typed=typed,
         )
     try:

@@ -20,6 +20,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
 from events_svc.actors import Actor
+from events_svc.console.choices import event_choices
 from events_svc.console.pages import registration_detail
 from events_svc.console.pages.registration_detail import STATE_WORDS, catalog_labels, row_view
 from events_svc.console.web import (
@@ -33,7 +34,6 @@ from events_svc.console.web import (
 )
 from events_svc.routes.deps import ServiceContext, no_nul, pii_full
 from events_svc.verbs import registrations as verbs
-from events_svc.verbs.events import list_events
 
 router = APIRouter()
 router.include_router(registration_detail.router)
@@ -41,7 +41,6 @@ router.include_router(registration_detail.router)
 Reader = Annotated[Actor, needs("registration:read")]
 
 PAGE_SIZE = 50
-EVENT_CHOICES = 200  # the most events the chooser offers (the events list verb's cap)
 _ACTIVE = {"": None, "active": True, "archived": False}
 
 
@@ -89,22 +88,6 @@ def read_filters(values: Mapping[str, str]) -> Filters:
         problem = FieldError("Choose active or archived.", "validation_failed", "active")
         found.problems.append(problem)
     return found
-
-
-async def event_choices(
-    ctx: ServiceContext, actor: Actor, chosen: UUID | None
-) -> list[tuple[str, str]] | None:
-    """The event chooser's options (the events list verb, as GET /admin/events), or None
-    when the operator may not read events: the page then asks for the event's id."""
-    if not actor.has("event:read"):
-        return None
-    listed = await list_events(ctx.db(), actor, ctx.clock(), limit=EVENT_CHOICES)
-    options = [("", "Choose an event")]
-    for event in listed["items"]:
-        options.append((str(event["id"]), f"{event['name']} ({event['date_begin']:%Y-%m-%d})"))
-    if chosen is not None and str(chosen) not in {value for value, _ in options}:
-        options.append((str(chosen), f"Event #{str(chosen)[:8]}"))
-    return options
 
 
 async def render_list(
