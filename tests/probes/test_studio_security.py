@@ -147,3 +147,27 @@ async def test_a_console_404_is_a_page_with_the_headers(app: Any) -> None:
     assert "not_found" in answer.text
     assert answer.headers["cache-control"] == "no-store"
     assert "default-src 'self'" in answer.headers["content-security-policy"]
+
+
+async def test_a_session_idle_for_8_hours_is_over(app: Any, api: Any, pool: Any) -> None:
+    """The cookie's signature carries when it was issued: one issued 8 h and a minute ago
+    is no session; one issued 8 h less a minute ago still is, and comes back renewed."""
+    import time
+    from unittest.mock import patch
+
+    import itsdangerous.timed
+
+    await api.token("event:read")
+    token_id = await pool.fetchval("SELECT id FROM event.api_tokens LIMIT 1")
+    secret = await pool.fetchval("SELECT secret FROM event.console_secret")
+    codec = SessionCodec([secret])
+    session = Session(token_id=str(token_id), csrf="c" * 43)
+    for age, signed_in in ((IDLE_S + 60, False), (IDLE_S - 60, True)):
+        with patch.object(itsdangerous.timed.time, "time", return_value=time.time() - age):
+            cookie = codec.dump(session)
+        async with client(app, cookies={COOKIE: cookie}) as c:
+            answer = await c.get("/events")
+        assert (answer.status_code == 200) is signed_in, (age, answer.status_code)
+        if signed_in:
+            renewed = codec.load(answer.cookies[COOKIE])
+            assert renewed is not None and renewed.token_id == str(token_id)
