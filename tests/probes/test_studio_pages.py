@@ -191,7 +191,9 @@ async def test_a_host_actor_drives_the_console_without_sign_in(
     async def host_actor(request: Any) -> Actor:
         user = request.headers.get("x-host-user")
         if user == "teapot":  # a host refusing with its own HTTPException keeps its status
-            raise StarletteHTTPException(418, "The host refuses.")
+            raise StarletteHTTPException(418, "The host refuses.", headers={"Retry-After": "5"})
+        if user is None:  # the host sends a stranger to its own sign-in page
+            raise StarletteHTTPException(307, headers={"Location": "/host/login"})
         if user != "ops":
             from events_svc import errors
 
@@ -212,11 +214,14 @@ async def test_a_host_actor_drives_the_console_without_sign_in(
             assert denied.status_code == 403 and "registration:read" in denied.text
             teapot = await c.get("/events", headers={"x-host-user": "teapot"})
             assert teapot.status_code == 418 and "http_error" in teapot.text
+            assert teapot.headers["retry-after"] == "5"
             assert COOKIE in listed.headers["set-cookie"]  # the CSRF secret's session
         async with httpx.AsyncClient(
             transport=httpx.ASGITransport(app=app), base_url="http://test/studio"
         ) as stranger:
-            refused = await stranger.get("/events")
+            sent = await stranger.get("/events")
+            assert sent.status_code == 307 and sent.headers["location"] == "/host/login"
+            refused = await stranger.get("/events", headers={"x-host-user": "someone"})
             assert refused.status_code == 401
 
 

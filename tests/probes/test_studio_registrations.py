@@ -186,13 +186,18 @@ async def test_removing_values_through_the_console_matches_the_api(
     await page.goto(studio.url(f"/registrations/{mine}"))
     await page.fill("#field-email", "x@example.org")
     await page.check("#field-clear_email")
+    await page.check("#field-clear_phone")
+    assert await submit(page, "form[action$='/correct'] button") == 422  # no reason
+    assert await page.is_checked("#field-clear_email")  # the ticks survive a refusal
+    assert await page.is_checked("#field-clear_phone")
     await page.fill("#field-reason", "asked to be forgotten")
-    assert await submit(page, "form[action$='/correct'] button") == 422
+    assert await submit(page, "form[action$='/correct'] button") == 422  # email: both
     summary = await page.inner_text("#error-summary")
     assert "validation_failed" in summary
     assert await page.get_attribute("#error-summary a", "href") == "#field-email"
+    assert await page.is_checked("#field-clear_phone")
     await page.fill("#field-email", "")
-    await page.check("#field-clear_phone")
+    await page.uncheck("#field-clear_email")
     assert await submit(page, "form[action$='/correct'] button") == 303
     r = await correct(admin, theirs, reason="asked to be forgotten", phone=None)
     assert r.status_code == 200, r.text

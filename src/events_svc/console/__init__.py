@@ -93,9 +93,14 @@ def _install_handlers(app: FastAPI) -> None:
             return error_page(request, errors.MethodNotAllowed())
         if exc.status_code == 404:
             return error_page(request, errors.NotFound("No such page or object."))
-        # a host's actor dependency may refuse with its own HTTPException: its status,
-        # under the code the API gives it
-        return _status_page(request, exc.status_code, "http_error", str(exc.detail))
+        # a host's actor dependency may answer with its own HTTPException: a redirect (to
+        # its sign-in) goes out as it is; a refusal is a page of its status, under the
+        # code the API gives it, with its headers (WWW-Authenticate, Retry-After)
+        if exc.status_code < 400:
+            return Response(status_code=exc.status_code, headers=exc.headers)
+        response = _status_page(request, exc.status_code, "http_error", str(exc.detail))
+        response.headers.update(exc.headers or {})
+        return response
 
     app.add_exception_handler(SignInRequired, sign_in)
     app.add_exception_handler(errors.DomainError, refused)

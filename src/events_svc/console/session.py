@@ -24,6 +24,7 @@ MAX_COOKIE = 1024  # a longer cookie is not one this console wrote
 _SALT = "events-svc.studio.session"
 _NOTE_SALT = "events-svc.studio.note"
 NOTE_MAX_AGE = 600  # a note read back after its form's 303: minutes, not hours
+MAX_NOTE = 4096  # a longer note is not one this console wrote
 
 
 @dataclass(frozen=True)
@@ -45,9 +46,10 @@ class Session:
         return hmac.compare_digest(submitted.encode(), self.csrf.encode())
 
 
-def _bind(session: Session) -> str:
-    """A short digest of the session's CSRF secret (never the secret itself)."""
-    return hashlib.sha256(session.csrf.encode()).hexdigest()[:16]
+def _bind(session: Session, who: str) -> str:
+    """A short digest of the session's CSRF secret and the operator's id (never the
+    secret itself)."""
+    return hashlib.sha256(f"{session.csrf}\n{who}".encode()).hexdigest()[:16]
 
 
 class SessionCodec:
@@ -62,20 +64,22 @@ class SessionCodec:
         self._serializer = URLSafeTimedSerializer(keyring, salt=_SALT, signer_kwargs=sha)
         self._notes = URLSafeTimedSerializer(keyring, salt=_NOTE_SALT, signer_kwargs=sha)
 
-    def dump_note(self, session: Session, payload: dict[str, Any]) -> str:
+    def dump_note(self, session: Session, who: str, payload: dict[str, Any]) -> str:
         """A signed note a form's 303 carries to its page (a desk scan's answer), bound to
-        this session: another browser, or the same one after sign-out, cannot open it."""
-        value: str = self._notes.dumps({"n": payload, "s": _bind(session)})
+        this session and this operator (`who`, the actor's id): another browser, the same
+        one after sign-out, or another user of a host's sign-in cannot open it. It is
+        signed, not encrypted: it holds nothing an address may not show."""
+        value: str = self._notes.dumps({"n": payload, "s": _bind(session, who)})
         return value
 
-    def load_note(self, session: Session, raw: str | None) -> dict[str, Any] | None:
-        if not raw or len(raw) > MAX_COOKIE:
+    def load_note(self, session: Session, who: str, raw: str | None) -> dict[str, Any] | None:
+        if not raw or len(raw) > MAX_NOTE:
             return None
         try:
             note = self._notes.loads(raw, max_age=NOTE_MAX_AGE)
         except BadSignature:
             return None
-        if not isinstance(note, dict) or note.get("s") != _bind(session):
+        if not isinstance(note, dict) or note.get("s") != _bind(session, who):
             return None
         payload = note.get("n")
         return payload if isinstance(payload, dict) else None

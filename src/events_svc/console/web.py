@@ -49,18 +49,18 @@ def session_of(request: Request) -> SessionHolder:
     return holder
 
 
-def signed_note(request: Request, payload: dict[str, Any]) -> str:
-    """`payload` signed for this session, to ride a 303 to the page that shows it."""
+def signed_note(request: Request, actor: Actor, payload: dict[str, Any]) -> str:
+    """`payload` signed for this session and operator, to ride a 303 to its page."""
     codec: SessionCodec = request.scope["state"]["studio_codec"]
-    return codec.dump_note(session_of(request).session, payload)
+    return codec.dump_note(session_of(request).session, actor.id, payload)
 
 
-def opened_note(request: Request, raw: str | None) -> dict[str, Any] | None:
-    """The payload of a note this session signed in the last minutes, else None."""
+def opened_note(request: Request, actor: Actor, raw: str | None) -> dict[str, Any] | None:
+    """The payload of a note this session and operator signed in the last minutes."""
     codec: SessionCodec | None = request.scope["state"].get("studio_codec")
     if codec is None:
         return None
-    return codec.load_note(session_of(request).session, raw)
+    return codec.load_note(session_of(request).session, actor.id, raw)
 
 
 async def plain_query(request: Request) -> None:

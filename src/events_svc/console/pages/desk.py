@@ -43,6 +43,7 @@ router = APIRouter()
 SCOPE = "desk:scan"
 Scanner = Annotated[Actor, needs(SCOPE)]
 
+TICKET_SHOWN = 80  # characters of a ticket's name a scan's note carries
 # outcome code -> (banner kind, the words shown above the code)
 BANNERS: dict[str, tuple[str, str]] = {
     "confirmed_registration": ("good", "Checked in"),
@@ -85,7 +86,7 @@ def _receipt(result: dict[str, Any]) -> dict[str, Any]:
         note["attendee"] = {
             "name": mask_name(seen["name"] or ""),
             "state": seen["state"],
-            "ticket": seen["ticket"]["name"] if seen["ticket"] else None,
+            "ticket": seen["ticket"]["name"][:TICKET_SHOWN] if seen["ticket"] else None,
             "slot": _utc(slot["date_begin"]) if slot else None,
         }
     return note
@@ -99,6 +100,7 @@ async def _desk_page(
     *,
     outcome: str | None = None,
     attendee: dict[str, Any] | None = None,
+    scanned_at: str | None = None,
     status_code: int = 200,
     problems: list[FieldError] | None = None,
 ) -> Any:
@@ -116,6 +118,7 @@ async def _desk_page(
         banner_kind=kind,
         banner_words=words,
         attendee=attendee or {},
+        scanned_at=scanned_at,
     )
 
 
@@ -128,12 +131,21 @@ async def desk_page(
     scan: str | None = None,
 ) -> Any:
     """The scan form; after a scan, its outcome banner and the attendee it named."""
-    note = opened_note(request, scan) or {}
+    note = opened_note(request, actor, scan) or {}
+    desk_event = _uuid(event_id)
+    if note.get("event_id") != str(desk_event):  # a scan at this desk's event only
+        note = {}
     outcome = note.get("outcome")
     shown = outcome if outcome in BANNERS else None
     attendee = note.get("attendee") if shown else None
     return await _desk_page(
-        request, ctx, actor, _uuid(event_id), outcome=shown, attendee=attendee or {}
+        request,
+        ctx,
+        actor,
+        desk_event,
+        outcome=shown,
+        attendee=attendee or {},
+        scanned_at=note.get("at"),
     )
 
 
@@ -156,5 +168,6 @@ async def scan(request: Request, ctx: StudioCtx, actor: Scanner, form: Posted) -
     if ctx.throttle is not None:
         await ctx.throttle.check_actor("desk", actor.id)
     result = await desk.scan(ctx.db(), actor, body.event_id, body.barcode, ctx.clock())
-    note = signed_note(request, _receipt(result))
+    receipt = {**_receipt(result), "event_id": str(body.event_id), "at": _utc(ctx.clock())}
+    note = signed_note(request, actor, receipt)
     return see_other(request, "/desk", event_id=str(body.event_id), scan=note)

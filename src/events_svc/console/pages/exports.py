@@ -55,7 +55,7 @@ COLUMN_LABELS = {
     "created_at": "Registered at",
     "date_closed": "Attended at",
 }
-# the columns the verb masks without registration:pii
+# the columns the choose page ticks at first
 DEFAULT_COLUMNS = ("id", "name", "email", "state", "ticket", "barcode", "created_at")
 STATES: tuple[RegistrationState, ...] = ("draft", "open", "done", "cancel")
 STATE_OPTIONS = [("", "Every state"), *((s, s) for s in STATES)]

@@ -47,6 +47,8 @@ Corrector = Annotated[Actor, needs("registration:correct")]
 Lifecycle = Annotated[Actor, needs("registration:lifecycle")]
 
 ATTENDEE_FIELDS = tuple(f for f in REGISTRATION_WRITABLE if f != "date_closed")
+CLEARABLE = REGISTRATION_WRITABLE  # each has a "remove" tick: null, as a PATCH empties it
+BOTH = "Type a value or tick its removal, not both."
 STATE_WORDS = {"draft": "Draft", "open": "Open", "done": "Done", "cancel": "Cancelled"}
 STATE_KIND = {"draft": "info", "open": "good", "done": "good", "cancel": "bad"}
 STALE = "This registration changed since you opened it"
@@ -212,21 +214,27 @@ def patch_fields(form: Form) -> dict[str, Any]:
     empty field keeps its value); a ticked `clear_<field>` sends null, as a PATCH does
     to empty a field. A typed value and a tick on the same field are refused (422)."""
     fields: dict[str, Any] = {"reason": form.text("reason")}
-    for name in (*ATTENDEE_FIELDS, "date_closed"):
+    both = []
+    for name in CLEARABLE:
         value = form.text(name)
         if form.lists.get(f"clear_{name}"):
             if value:
-                raise errors.ValidationFailed(
-                    "Type a value or tick its removal, not both.", field=name
-                )
+                both.append({"field": name, "message": BOTH, "type": "validation_failed"})
             fields[name] = None
         elif value:
             fields[name] = _instant(value) if name == "date_closed" else value
+    if both:
+        raise errors.ValidationFailed(BOTH, field=both[0]["field"], errors=both)
     return fields
 
 
 def _typed(form: Form, names: tuple[str, ...]) -> dict[str, str]:
-    return {name: form.text(name) for name in names}
+    """What the operator typed and ticked, to show again when the form is refused."""
+    typed = {name: form.text(name) for name in names}
+    for name in CLEARABLE:
+        if form.lists.get(f"clear_{name}") and name in names:
+            typed[f"clear_{name}"] = "1"
+    return typed
 
 
 def _refused(exc: errors.DomainError, reason_field: str) -> list[FieldError]:
