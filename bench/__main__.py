@@ -33,6 +33,11 @@ Part 7. An event operation (`bench/operations.py`): a reschedule of an event wit
 attendees (`--operations N`, 100 000) through a real service: the start transaction, the
 time until every trigger exists, and the optional dispatcher's messages per second.
 
+Part 8. The register verb's combiner (`bench/combiner.py`): raw SQL, the verb and HTTP,
+each uncombined and combined, at 0, 100 000 and 1 000 000 existing registrations
+(`--combiner`) with 1, 8, 32 and 128 clients (`--clients`), and three service processes
+against one.
+
 Database: EVENTS_BENCH_ADMIN_URL (a superuser URL) or a fresh embedded PostgreSQL.
 """
 
@@ -50,6 +55,7 @@ import aiohttp
 import asyncpg
 
 from bench.attendance import IMPORTS_HEADER, imports_run
+from bench.combiner import COMBINER_HEADER, PROCESSES_HEADER, combiner_run
 from bench.common import (
     DB,
     Cell,
@@ -316,6 +322,12 @@ def main() -> None:
         default=100_000,
         help="attendees of the event operation benchmark (0 skips it)",
     )
+    parser.add_argument(
+        "--combiner",
+        default="0,100000,1000000",
+        help="existing registrations per size of the combiner part ('' skips it)",
+    )
+    parser.add_argument("--clients", default="1,8,32,128", help="clients of the combiner part")
     args = parser.parse_args()
     sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
     concurrency = [int(x) for x in args.concurrency.split(",")]
@@ -365,6 +377,18 @@ def main() -> None:
             print(f"\nA reschedule of an event with {args.operations:,} attendees, then dispatch:")
             print(OPERATIONS_HEADER)
             print(line)
+        combiner_sizes = [int(x) for x in args.combiner.split(",") if x.strip()]
+        if combiner_sizes:
+            clients = [int(x) for x in args.clients.split(",")]
+            print("\nThe register verb's combiner, one hot event:\n" + COMBINER_HEADER, flush=True)
+            table, batches, processes = asyncio.run(
+                combiner_run(admin_url, combiner_sizes, clients, args.seconds)
+            )
+            print("\n" + COMBINER_HEADER)
+            print("\n".join(table))
+            print("\nBatch sizes formed by the combined verb:\n" + "\n".join(batches))
+            print("\nService processes, combined, one hot event:\n" + PROCESSES_HEADER)
+            print("\n".join(processes))
 
 
 if __name__ == "__main__":

@@ -101,15 +101,16 @@ def admin_server() -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def service(url: str, pool_max: int, **extra: str) -> Iterator[str]:
-    """A real `events-svc serve` on `url` (`extra`: more environment); its base URL."""
+def service(url: str, pool_max: int, workers: int = 1, **extra: str) -> Iterator[str]:
+    """A real `events-svc serve [--workers N]` on `url` (`extra`: more environment); its
+    base URL."""
     port = free_port()
     env = {**os.environ, "EVENTS_DATABASE_URL": url, "EVENTS_PORT": str(port),
            "EVENTS_POOL_MAX": str(pool_max), "EVENTS_POOL_MIN": str(min(4, pool_max)),
            "EVENTS_LOG_LEVEL": "WARNING", **extra}  # fmt: skip
     with tempfile.TemporaryFile() as log:
-        proc = subprocess.Popen([sys.executable, "-m", "events_svc", "serve"], env=env,
-                                stdout=subprocess.DEVNULL, stderr=log)  # fmt: skip
+        argv = [sys.executable, "-m", "events_svc", "serve", "--workers", str(workers)]
+        proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=log)
         base = f"http://127.0.0.1:{port}"
         try:
             deadline = time.monotonic() + 60

@@ -55,6 +55,7 @@ from events_svc.routes.deps import (
 from events_svc.scheduler import SchedulerLoop
 from events_svc.settings import Settings
 from events_svc.throttle import Throttle
+from events_svc.verbs.combiner import COMBINER
 
 log = logging.getLogger("events_svc")
 
@@ -254,6 +255,7 @@ def create_app(
     # No ports given: the standalone composition (template store, outbox queue). A host
     # passes its own Ports; `Ports()` alone is the refusing defaults, loud on every send.
     ctx.ports = ports if ports is not None else standalone_ports(settings=settings)
+    COMBINER.max_batch = settings.register_batch_max  # the register verb's batches
     app.state.events = ctx
     install_error_handlers(app)
     # innermost first: an unhandled error becomes one logged 500, which the outer layers

@@ -163,6 +163,7 @@ class Settings:
     export_concurrency: int = 2
     trigger_dispatch: bool = False
     console_secrets: tuple[str, ...] = field(default=(), repr=False)
+    register_batch_max: int = 64
 
     def __post_init__(self) -> None:
         if self.pool_min > self.pool_max:
@@ -224,4 +225,5 @@ class Settings:
             export_concurrency=_int(e, "EVENTS_EXPORT_CONCURRENCY", 2),
             trigger_dispatch=_bool(e, "EVENT_TRIGGER_DISPATCH", False),
             console_secrets=_secrets(e, "EVENTS_CONSOLE_SECRET"),
+            register_batch_max=_int(e, "EVENTS_REGISTER_BATCH_MAX", 64),
         )

@@ -32,7 +32,7 @@ from events_svc.db import Connection
 from events_svc.models import AttendeeInput
 from events_svc.models.seam import OrderConfirmed, SeamLine
 from events_svc.verbs.booths import book_for_order_line, latch_paid_booths
-from events_svc.verbs.register import MintState, SaleMint, register_in
+from events_svc.verbs.register import MintState, RegisterRequest, SaleMint, register_in
 from events_svc.verbs.registrations import lock_registration
 from events_svc.verbs.sale import OrderState, sale_composed_state
 from events_svc.verbs.seam_inbox import Effect, deliver
@@ -168,8 +168,7 @@ async def apply_confirmed(
             attendees = [
                 AttendeeInput.model_construct(**a.model_dump(), answers=[]) for a in line.attendees
             ]
-            registered = await register_in(
-                conn,
+            request = RegisterRequest(
                 actor,
                 line.event_id,
                 attendees,
@@ -179,6 +178,7 @@ async def apply_confirmed(
                 source="sale",
                 sale=mint,
             )
+            registered = await register_in(conn, request)
         except errors.DomainError as refused:
             raise _refuse_for_line(refused, line) from None
         effect.registration_ids += [r["id"] for r in registered.registrations]

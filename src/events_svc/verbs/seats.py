@@ -7,8 +7,9 @@ unpaid order, `sale_status = to_pay`); nothing is stored. `reserved` counts open
 taken` only when the cap is above 0 (0 or less is unlimited, everywhere). On a
 multi-slot event the event cap applies per slot, so the event-level cap is
 `seats_max * slot count`. Every read of seats comes from `get_seat_view`; the register
-verb and the state machine count with `ensure_seats` under their locks, and a lowered
-cap is checked by `ensure_cap_covers_taken`.
+verb counts with a `SeatLedger` (once per scope for a whole combined batch) and the
+state machine with `ensure_seats`, under their locks; a lowered cap is checked by
+`ensure_cap_covers_taken`.
 """
 
 from __future__ import annotations
@@ -119,20 +120,64 @@ WHERE event_slot_id = $1 AND event_ticket_id = $2 AND event.holds_seat(state, ac
 """
 
 
-async def _check(
-    conn: Connection, scope: str, scope_id: UUID, cap: int, wanted: int, sql: str, *args: Any
-) -> None:
-    taken = int(await conn.fetchval(sql, *args))
-    if taken + wanted > cap:
-        available = max(cap - taken, 0)
-        raise errors.SeatsExhausted(
-            f"Only {available} seat(s) left for this {scope.replace('_', ' and ')}.",
-            scope=scope,
-            scope_id=str(scope_id),
-            requested=wanted,
-            available=available,
-            missing=wanted - available,
-        )
+class SeatLedger:
+    """The seat counts of one locked event while a transaction decides registrations.
+
+    Each limited scope is counted once, under the locks (an index-only scan of its partial
+    index); every registration the transaction accepts then adds to the running count, so
+    a combined batch decides each request in arrival order against what the ones before it
+    took, exactly as if each had counted for itself.
+    """
+
+    def __init__(self, conn: Connection, event: dict[str, Any]) -> None:
+        self._conn = conn
+        self._event = event
+        self._taken: dict[tuple[str, UUID, UUID | None], int] = {}
+
+    def _scopes(
+        self, slot_id: UUID | None, ticket: dict[str, Any] | None
+    ) -> list[tuple[str, UUID, UUID | None, int, str]]:
+        """(scope, scope id, slot of a slot-ticket scope, cap, count statement) of every
+        limited scope a registration of this slot and ticket takes a seat in."""
+        cap = event_cap(self._event)
+        multi = bool(self._event["is_multi_slots"]) and slot_id is not None
+        scopes: list[tuple[str, UUID, UUID | None, int, str]] = []
+        if cap > 0:
+            if multi:
+                assert slot_id is not None
+                scopes.append(("slot", slot_id, None, cap, _COUNT_SLOT))
+            else:
+                scopes.append(("event", self._event["id"], None, cap, _COUNT_EVENT))
+        if ticket is not None and int(ticket["seats_max"]) > 0:
+            t_cap = int(ticket["seats_max"])
+            if multi:
+                scopes.append(("slot_ticket", ticket["id"], slot_id, t_cap, _COUNT_SLOT_TICKET))
+            else:
+                scopes.append(("ticket", ticket["id"], None, t_cap, _COUNT_TICKET))
+        return scopes
+
+    async def take(self, slot_id: UUID | None, ticket: dict[str, Any] | None, wanted: int) -> None:
+        """Take `wanted` seats in every limited scope, or refuse `event_seats_exhausted`
+        (naming the first scope that lacks them) and take none."""
+        scopes = self._scopes(slot_id, ticket)
+        for scope, scope_id, slot, cap, sql in scopes:
+            key = (scope, scope_id, slot)
+            if key not in self._taken:
+                args = (slot, scope_id) if slot is not None else (scope_id,)
+                self._taken[key] = int(await self._conn.fetchval(sql, *args))
+            taken = self._taken[key]
+            if taken + wanted > cap:
+                available = max(cap - taken, 0)
+                raise errors.SeatsExhausted(
+                    f"Only {available} seat(s) left for this {scope.replace('_', ' and ')}.",
+                    scope=scope,
+                    scope_id=str(scope_id),
+                    requested=wanted,
+                    available=available,
+                    missing=wanted - available,
+                )
+        for scope, scope_id, slot, _, _ in scopes:
+            self._taken[(scope, scope_id, slot)] += wanted
 
 
 async def ensure_seats(
@@ -148,29 +193,7 @@ async def ensure_seats(
     unlimited scope is not counted at all. On a multi-slot event the event cap
     and a ticket's cap apply per slot.
     """
-    cap = event_cap(event)
-    multi = bool(event["is_multi_slots"]) and slot_id is not None
-    if cap > 0:
-        if multi:
-            assert slot_id is not None
-            await _check(conn, "slot", slot_id, cap, wanted, _COUNT_SLOT, slot_id)
-        else:
-            await _check(conn, "event", event["id"], cap, wanted, _COUNT_EVENT, event["id"])
-    if ticket is not None and int(ticket["seats_max"]) > 0:
-        t_cap = int(ticket["seats_max"])
-        if multi:
-            await _check(
-                conn,
-                "slot_ticket",
-                ticket["id"],
-                t_cap,
-                wanted,
-                _COUNT_SLOT_TICKET,
-                slot_id,
-                ticket["id"],
-            )
-        else:
-            await _check(conn, "ticket", ticket["id"], t_cap, wanted, _COUNT_TICKET, ticket["id"])
+    await SeatLedger(conn, event).take(slot_id, ticket, wanted)
 
 
 async def ensure_cap_covers_taken(
