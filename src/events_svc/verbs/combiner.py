@@ -10,10 +10,11 @@ forms only from requests that arrived while a transaction was in flight, and a r
 never waits for company. `max_batch` 1 turns combining off.
 
 A batch is ONE transaction of `register_batch_in`: one event lock, one count per scope,
-one multi-row INSERT, and each request's own answer or typed refusal. When the batch
-transaction fails as a whole for another reason (a constraint violation, a lost
-connection), nothing of it is kept and each of its requests is run again on its own, so
-one request cannot fail its neighbours. Nothing spans processes: each process combines
+one multi-row INSERT, and each request's own answer or typed refusal. A failure that is
+the whole batch's (no such event, the lock timeout, the database away) is every member's
+answer. Any other failure of the batch transaction (a constraint violation the verb did
+not foresee) rolls it back and each of its requests runs again on its own, so one
+request cannot fail its neighbours. Nothing spans processes: each process combines
 its own requests, and the event row lock serialises the batches of all processes.
 """
 
@@ -25,10 +26,15 @@ from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
+from events_svc import errors
 from events_svc.db import Pool, transaction
 from events_svc.verbs.register import Registered, RegisterRequest, register_batch_in
 
 DEFAULT_MAX_BATCH = 64
+# failures that are the whole batch's, answered to every member as they are: no such event
+# (for this company), the event row held past the lock timeout, the database away (a lost
+# COMMIT acknowledgement among them: running the requests again could register twice)
+WHOLE_BATCH = (errors.NotFound, errors.Busy, errors.DatabaseUnavailable)
 
 
 @dataclass
@@ -97,14 +103,22 @@ class Combiner:
         try:
             async with transaction(pool) as conn:
                 results = await register_batch_in(conn, [request for request, _ in batch])
+        except WHOLE_BATCH as refused:  # the same answer for every member: not retried
+            for _, answer in batch:
+                _settle(answer, refused)
+            return
         except Exception as failed:  # handed to the callers, never swallowed
             if len(batch) == 1:
                 _settle(batch[0][1], failed)
                 return
             self.retried_alone += len(batch)
-            for item in batch:  # nothing of the batch was kept: each on its own
+            for item in batch:  # the batch was rolled back: each on its own
                 await self._run(pool, [item])
             return
+        except BaseException:  # cancelled (shutdown): no caller may wait forever
+            for _, answer in batch:
+                answer.cancel()
+            raise
         for (_, answer), result in zip(batch, results, strict=True):
             _settle(answer, result)
 

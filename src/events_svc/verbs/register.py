@@ -286,6 +286,10 @@ async def register_batch_in(
     transaction: each request's answer, in order. A refusal of the whole scope (no such
     event) is raised."""
     first = requests[0]
+    assert all(
+        r.event_id == first.event_id and r.actor.company_id == first.actor.company_id
+        for r in requests
+    ), "a batch is one event, seen by one company"
     row = await conn.fetchrow(_LOCK_EVENT, first.event_id, first.actor.company_id)
     if row is None:
         raise errors.NotFound("No such event.")
@@ -323,7 +327,8 @@ async def _write(conn: Connection, event: dict[str, Any], accepted: list[_Accept
             [a.value_answer_id for _, a in answer_rows],
             [a.value_text for _, a in answer_rows],
         )
-    latest = max(a.request.now for a in accepted)
+    # arming as the earliest request would have: due times are never later than alone
+    earliest = min(a.request.now for a in accepted)
     leads: dict[Literal["create", "confirm"], list[UUID]] = {}
     for a in accepted:  # trigger `create` on mint; a row minted open is confirmed too
         if a.request.arm_leads:
@@ -332,10 +337,10 @@ async def _write(conn: Connection, event: dict[str, Any], accepted: list[_Accept
             )
             leads.setdefault(kind, []).extend(v["id"] for v in a.views)
     for kind, ids in leads.items():
-        await queue_for_registrations(conn, event["id"], ids, kind, latest)
+        await queue_for_registrations(conn, event["id"], ids, kind, earliest)
     opened = [v["id"] for a in accepted if a.request.state == "open" for v in a.views]
     if event["has_schedulers"] and opened:
-        await arm_entering_open(conn, event["id"], opened, latest, stamped=True)
+        await arm_entering_open(conn, event["id"], opened, earliest, stamped=True)
     with_answers = [a for a in accepted if any(rows for _, rows in a.resolved)]
     for a in with_answers:  # the views carry no answers yet: read them back
         a.views = await read_many(conn, [v["id"] for v in a.views])
