@@ -51,7 +51,6 @@ import time
 from datetime import UTC, datetime
 from uuid import UUID
 
-import aiohttp
 import asyncpg
 
 from bench.attendance import IMPORTS_HEADER, imports_run
@@ -60,9 +59,10 @@ from bench.common import (
     DB,
     Cell,
     admin_server,
-    barcode,
     drive,
     fresh_event,
+    http_cell,
+    raw_cell,
     service,
     with_db,
 )
@@ -76,34 +76,9 @@ from events_svc.adapters.standalone import standalone_ports
 from events_svc.db import create_pool
 from events_svc.models import AttendeeInput
 from events_svc.settings import Settings
-from events_svc.verbs.mail.pass_ import run_mail_pass
-from events_svc.verbs.mail.send import PassOptions
-from events_svc.verbs.register import register
+from events_svc.verbs.mail import PassOptions, run_mail_pass
+from events_svc.verbs.registrations import register
 from events_svc.verbs.tokens import create_token
-
-RAW_LOCK = "SELECT id FROM event.events WHERE id = $1 FOR UPDATE"
-RAW_COUNT = (
-    "SELECT count(*) FROM event.registrations"
-    " WHERE event_id = $1 AND event.holds_seat(state, active, sale_status)"
-)
-RAW_INSERT = "INSERT INTO event.registrations (event_id, barcode) VALUES ($1, $2)"
-
-
-async def raw_cell(url: str, event_id: UUID, workers: int, seconds: float) -> Cell:
-    conns = [await asyncpg.connect(url) for _ in range(workers)]
-
-    async def op(w: int) -> None:
-        conn = conns[w]
-        async with conn.transaction():
-            await conn.fetchval(RAW_LOCK, event_id)
-            await conn.fetchval(RAW_COUNT, event_id)
-            await conn.execute(RAW_INSERT, event_id, barcode())
-
-    try:
-        return await drive(workers, seconds, op)
-    finally:
-        for c in conns:
-            await c.close()
 
 
 async def verb_cell(url: str, event_id: UUID, workers: int, seconds: float) -> Cell:
@@ -118,23 +93,6 @@ async def verb_cell(url: str, event_id: UUID, workers: int, seconds: float) -> C
         return await drive(workers, seconds, op)
     finally:
         await pool.close()
-
-
-async def http_cell(base: str, token: str, event_id: UUID, workers: int, seconds: float) -> Cell:
-    headers = {"Authorization": f"Bearer {token}"}
-    body = {"event_id": str(event_id), "name": "Bench Attendee", "email": "bench@example.org"}
-    connector = aiohttp.TCPConnector(limit=workers)
-    async with aiohttp.ClientSession(base, headers=headers, connector=connector) as client:
-
-        async def op(_: int) -> None:
-            async with client.post("/api/v1/event/admin/registrations", json=body) as r:
-                text = await r.text()
-                if r.status != 201:
-                    raise RuntimeError(f"POST answered {r.status}: {text}")
-
-        async with client.get("/healthz") as r:
-            await r.read()
-        return await drive(workers, seconds, op)
 
 
 async def run(

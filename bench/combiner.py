@@ -25,13 +25,12 @@ from uuid import UUID
 
 import asyncpg
 
-from bench.common import Cell, drive, fresh_database, fresh_event, service
+from bench.common import Cell, drive, fresh_database, fresh_event, http_cell, raw_cell, service
 from events_svc.actors import SYSTEM
 from events_svc.db import create_pool
 from events_svc.models import AttendeeInput
 from events_svc.settings import Settings
-from events_svc.verbs.combiner import COMBINER
-from events_svc.verbs.register import register
+from events_svc.verbs.registrations import COMBINER, register
 from events_svc.verbs.tokens import create_token
 
 # connections: PostgreSQL's default 100 must hold both services' pools, the in-process
@@ -98,7 +97,6 @@ async def combiner_run(
     admin_url: str, sizes: list[int], clients: list[int], seconds: float
 ) -> tuple[list[str], list[str], list[str]]:
     """(the table's rows, the batch-size lines, the processes rows)."""
-    from bench.__main__ import http_cell, raw_cell  # noqa: PLC0415 - the part-1 cells
 
     url = await fresh_database(admin_url)
     conn = await asyncpg.connect(url)
@@ -148,7 +146,6 @@ async def combiner_run(
 
 async def _processes(url: str, token: str, conn: asyncpg.Connection, seconds: float) -> list[str]:
     """96 clients through one service process, then through three."""
-    from bench.__main__ import http_cell  # noqa: PLC0415 - the part-1 cell
 
     event_id = await fresh_event(conn, 100_000, 990)
     await vacuum(conn)

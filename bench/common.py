@@ -1,5 +1,6 @@
 """What the benchmark parts share: the timing cell, the driver, the hot event, the database
-server, and a real `events-svc serve` process."""
+server, a real `events-svc serve` process, and the two cells part 1 and part 8 both run (the
+raw-SQL ceiling and HTTP)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 from uuid import UUID
 
+import aiohttp
 import asyncpg
 import httpx
 
@@ -146,3 +148,47 @@ async def drop_database(admin_url: str) -> None:
     admin = await asyncpg.connect(admin_url)
     await admin.execute(f'DROP DATABASE IF EXISTS "{DB}" WITH (FORCE)')
     await admin.close()
+
+
+# --- the cells part 1 and part 8 share: the raw-SQL ceiling and HTTP ----------------------
+
+RAW_LOCK = "SELECT id FROM event.events WHERE id = $1 FOR UPDATE"
+RAW_COUNT = (
+    "SELECT count(*) FROM event.registrations"
+    " WHERE event_id = $1 AND event.holds_seat(state, active, sale_status)"
+)
+RAW_INSERT = "INSERT INTO event.registrations (event_id, barcode) VALUES ($1, $2)"
+
+
+async def raw_cell(url: str, event_id: UUID, workers: int, seconds: float) -> Cell:
+    conns = [await asyncpg.connect(url) for _ in range(workers)]
+
+    async def op(w: int) -> None:
+        conn = conns[w]
+        async with conn.transaction():
+            await conn.fetchval(RAW_LOCK, event_id)
+            await conn.fetchval(RAW_COUNT, event_id)
+            await conn.execute(RAW_INSERT, event_id, barcode())
+
+    try:
+        return await drive(workers, seconds, op)
+    finally:
+        for c in conns:
+            await c.close()
+
+
+async def http_cell(base: str, token: str, event_id: UUID, workers: int, seconds: float) -> Cell:
+    headers = {"Authorization": f"Bearer {token}"}
+    body = {"event_id": str(event_id), "name": "Bench Attendee", "email": "bench@example.org"}
+    connector = aiohttp.TCPConnector(limit=workers)
+    async with aiohttp.ClientSession(base, headers=headers, connector=connector) as client:
+
+        async def op(_: int) -> None:
+            async with client.post("/api/v1/event/admin/registrations", json=body) as r:
+                text = await r.text()
+                if r.status != 201:
+                    raise RuntimeError(f"POST answered {r.status}: {text}")
+
+        async with client.get("/healthz") as r:
+            await r.read()
+        return await drive(workers, seconds, op)

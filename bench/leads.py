@@ -23,8 +23,7 @@ from bench.common import drop_database, free_port, fresh_database
 from events_svc.adapters.lead_webhook import WebhookLeadSink
 from events_svc.db import create_pool, transaction
 from events_svc.settings import Settings
-from events_svc.verbs.leads.arming import queue_for_rule
-from events_svc.verbs.leads.pass_ import LeadOptions, run_lead_pass
+from events_svc.verbs.leads import LeadOptions, queue_for_rule, run_lead_pass
 
 SECRET = "bench-lead-webhook-secret"
 EVENT = """

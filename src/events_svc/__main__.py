@@ -35,12 +35,12 @@ from events_svc.observability import JsonFormatter
 from events_svc.scheduler import pass_options
 from events_svc.settings import Settings, SettingsError
 from events_svc.verbs import tokens
-from events_svc.verbs.attendance.batch import ImportOptions, run_import_pass
+from events_svc.verbs.attendance import ImportOptions, run_import_pass
 from events_svc.verbs.dispatch import run_dispatch_pass
-from events_svc.verbs.leads.pass_ import LeadOptions, run_lead_pass
-from events_svc.verbs.lifecycle import sweep_done_events
-from events_svc.verbs.mail.pass_ import run_mail_pass
-from events_svc.verbs.operations.batch import OperationOptions, run_operation_pass
+from events_svc.verbs.events import sweep_done_events
+from events_svc.verbs.leads import LeadOptions, run_lead_pass
+from events_svc.verbs.mail import run_mail_pass
+from events_svc.verbs.operations import OperationOptions, run_operation_pass
 
 log = logging.getLogger("events_svc.cli")
 

@@ -36,16 +36,16 @@ from events_svc.routes import (
     catalog,
     corrections,
     desk,
+    dispatch,
     events,
     exports,
     leads,
-    mails,
+    mail,
     operations,
     public,
     registrations,
-    seam,
+    sale,
     service,
-    trigger_templates,
 )
 from events_svc.routes.deps import (
     ActorResolver,
@@ -55,7 +55,7 @@ from events_svc.routes.deps import (
 from events_svc.scheduler import SchedulerLoop
 from events_svc.settings import Settings
 from events_svc.throttle import Throttle
-from events_svc.verbs.combiner import COMBINER
+from events_svc.verbs.registrations import COMBINER
 
 log = logging.getLogger("events_svc")
 
@@ -73,14 +73,14 @@ def admin_router() -> APIRouter:
     router.include_router(events.router)
     router.include_router(catalog.router)
     router.include_router(booths.router)
-    router.include_router(mails.router)
-    router.include_router(seam.router)
+    router.include_router(mail.router)
+    router.include_router(sale.router)
     router.include_router(leads.router)
     router.include_router(desk.router)
     router.include_router(exports.router)
     router.include_router(attendance.router)
     router.include_router(operations.router)
-    router.include_router(trigger_templates.router)
+    router.include_router(dispatch.router)
     router.include_router(public.mint_router)
     return router
 

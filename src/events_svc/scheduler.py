@@ -37,18 +37,13 @@ from events_svc.links import AttendeeLinks
 from events_svc.observability import Metrics
 from events_svc.ports import Ports
 from events_svc.settings import Settings
-from events_svc.verbs.attendance.batch import ImportOptions, next_import_due, run_import_pass
+from events_svc.verbs.attendance import ImportOptions, next_import_due, run_import_pass
 from events_svc.verbs.dispatch import next_dispatch_due, run_dispatch_pass
-from events_svc.verbs.leads.pass_ import LeadOptions, next_lead_due, run_lead_pass
-from events_svc.verbs.lifecycle import sweep_done_events
-from events_svc.verbs.mail.arming import CHANNEL
-from events_svc.verbs.mail.pass_ import RunSummary, next_due, run_mail_pass
-from events_svc.verbs.mail.send import PassOptions
-from events_svc.verbs.operations.batch import (
-    OperationOptions,
-    next_operation_due,
-    run_operation_pass,
-)
+from events_svc.verbs.events import sweep_done_events
+from events_svc.verbs.leads import LeadOptions, next_lead_due, run_lead_pass
+from events_svc.verbs.mail import CHANNEL, PassOptions, RunSummary, next_due, run_mail_pass
+from events_svc.verbs.operations import OperationOptions, run_operation_pass
+from events_svc.verbs.operations.batch import next_operation_due
 
 log = logging.getLogger("events_svc.scheduler")
 

@@ -26,12 +26,10 @@ from events_svc.ports import Ports
 from events_svc.scheduler import pass_options
 from events_svc.settings import Settings
 from events_svc.verbs import public
-from events_svc.verbs.events import get_event_row
-from events_svc.verbs.mail.cascade import on_template_deleted
-from events_svc.verbs.mail.pass_ import RunSummary, run_mail_pass
-from events_svc.verbs.publication import get_publication_state
-from events_svc.verbs.registrations import get_registration_state
-from events_svc.verbs.seats import get_seat_view
+from events_svc.verbs.events import get_publication_state
+from events_svc.verbs.fence import get_event_row
+from events_svc.verbs.mail import RunSummary, on_template_deleted, run_mail_pass
+from events_svc.verbs.registrations import get_registration_state, get_seat_view
 
 Purpose = Literal["ics", "my_tickets", "intake"]
 

@@ -129,7 +129,7 @@ async def public(app: Any) -> AsyncIterator[httpx.AsyncClient]:
 @pytest.fixture(scope="session")
 async def browser() -> AsyncIterator[Any]:
     """One headless chromium for the session (Debian's; the probes fail without it)."""
-    from tests.probes.studio_kit import launched
+    from tests.probes.console.kit import launched
 
     async with launched() as (_, launched_browser):
         yield launched_browser
@@ -137,8 +137,8 @@ async def browser() -> AsyncIterator[Any]:
 
 @pytest.fixture
 async def studio(app: Any, pool: asyncpg.Pool, browser: Any) -> AsyncIterator[Any]:
-    """The console served by a real uvicorn, with a browser to drive it (studio_kit.py)."""
-    from tests.probes.studio_kit import Studio, served
+    """The console served by a real uvicorn, with a browser to drive it (console/kit.py)."""
+    from tests.probes.console.kit import Studio, served
 
     async with served(app) as base:
         kit = Studio(base, browser, pool)

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from events_svc.adapters.lead_webhook import WebhookLeadSink
 from events_svc.db import create_pool
 from events_svc.settings import Settings
-from events_svc.verbs.leads.pass_ import LeadOptions, run_lead_pass
+from events_svc.verbs.leads import LeadOptions, run_lead_pass
 
 
 async def main(url: str, hook: str, secret: str) -> None:

@@ -21,7 +21,7 @@ from events_svc.adapters.standalone import standalone_ports
 from events_svc.db import create_pool
 from events_svc.scheduler import SchedulerLoop
 from events_svc.settings import Settings
-from events_svc.verbs.attendance.batch import ImportOptions, run_import_pass
+from events_svc.verbs.attendance import ImportOptions, run_import_pass
 from tests.probes.helpers import (
     API,
     Api,

@@ -33,7 +33,7 @@ from events_svc.ports import MailErrorKind, MailRefused, OutgoingMessage, Ports
 from events_svc.scheduler import SchedulerLoop
 from events_svc.settings import Settings, SettingsError
 from events_svc.verbs.dispatch import message, run_dispatch_pass
-from events_svc.verbs.mail.send import PassOptions
+from events_svc.verbs.mail import PassOptions
 from events_svc.verbs.public import build_calendar
 from tests.probes.helpers import (
     API,

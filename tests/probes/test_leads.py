@@ -29,7 +29,7 @@ from events_svc.adapters.lead_webhook import WebhookLeadSink
 from events_svc.ports import Ports
 from events_svc.scheduler import SchedulerLoop
 from events_svc.settings import Settings
-from events_svc.verbs.leads.pass_ import LeadOptions, run_lead_pass
+from events_svc.verbs.leads import LeadOptions, run_lead_pass
 from tests.probes.helpers import BASE, Api, free_port, make_event
 
 SECRET = "lead-webhook-secret-0123456789"

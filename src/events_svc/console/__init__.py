@@ -23,8 +23,8 @@ from events_svc.console.pages import (
     desk,
     events,
     exports,
+    mail,
     operations,
-    outbox,
     registrations,
 )
 from events_svc.console.web import STATIC, SignInRequired, base_path, page, plain_query
@@ -117,7 +117,7 @@ def console_app(ctx: ServiceContext) -> FastAPI:
     _install_handlers(app)
     app.add_middleware(StudioFrame, keys=StudioKeys(ctx))
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
-    for module in (auth, events, registrations, desk, attendance, exports, operations, outbox):
+    for module in (auth, events, registrations, desk, attendance, exports, operations, mail):
         app.include_router(module.router)
 
     @app.get("/", include_in_schema=False)

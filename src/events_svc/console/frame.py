@@ -13,7 +13,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from events_svc import errors
 from events_svc.console.session import COOKIE, Session, SessionCodec
 from events_svc.routes.deps import ServiceContext
-from events_svc.verbs.console import database_secret
+from events_svc.verbs.tokens import session_secret
 
 CSP = (
     "default-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'; "
@@ -32,7 +32,6 @@ class SessionHolder:
     """This request's session; sign-in and sign-out replace it, the answer carries it."""
 
     session: Session
-    verified: bool  # False: the request carried no cookie this console signed
 
 
 class StudioKeys:
@@ -51,7 +50,7 @@ class StudioKeys:
             if self._codec is None:
                 keys = self._ctx.settings.console_secrets
                 if not keys:
-                    secret = await database_secret(self._ctx.db())
+                    secret = await session_secret(self._ctx.db())
                     keys = (secret,) if secret else ()
                 self._codec = SessionCodec(keys)
         return self._codec
@@ -77,7 +76,7 @@ class StudioFrame:
             if name == b"cookie":
                 raw = cookie_parser(value.decode("latin-1")).get(COOKIE, raw)
         loaded = codec.load(raw) if codec is not None else None
-        holder = SessionHolder(loaded or Session.fresh(), verified=loaded is not None)
+        holder = SessionHolder(loaded or Session.fresh())
         state = scope.setdefault("state", {})
         state["studio_session"] = holder
         state["studio_codec"] = codec

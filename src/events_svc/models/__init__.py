@@ -58,20 +58,6 @@ from events_svc.models.catalog import (
     TypeTicketLineView,
     TypeView,
 )
-from events_svc.models.communication import (
-    Attachment,
-    MailCreate,
-    MailPatch,
-    MailRunView,
-    MailState,
-    MailView,
-    OutboxMessage,
-    RunSummary,
-    TemplateCreate,
-    TemplateDeleted,
-    TemplatePatch,
-    TemplateView,
-)
 from events_svc.models.dispatch import TriggerTemplateSet, TriggerTemplateView
 from events_svc.models.events import (
     EVENT_PUBLISH_FENCE,
@@ -87,6 +73,20 @@ from events_svc.models.events import (
     TicketSeats,
 )
 from events_svc.models.exports import ExportBody, ExportPreview, ExportPreviewBody
+from events_svc.models.mail import (
+    Attachment,
+    MailCreate,
+    MailPatch,
+    MailRunView,
+    MailState,
+    MailView,
+    OutboxMessage,
+    RunSummary,
+    TemplateCreate,
+    TemplateDeleted,
+    TemplatePatch,
+    TemplateView,
+)
 from events_svc.models.operations import (
     CancellationParams,
     CutoffParams,

@@ -50,7 +50,6 @@ MIN_TTL_S = 60
 MAX_TTL_S = 5 * 365 * 86400
 MIN_YEAR, MAX_YEAR = 1900, 9999
 
-StrictInt = Annotated[int, Strict()]
 Bool = StrictBool
 Seats = Annotated[int, Strict(), Field(ge=0, le=MAX_SEATS)]
 Sequence = Annotated[int, Strict(), Field(ge=0, le=MAX_SEQUENCE)]

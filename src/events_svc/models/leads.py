@@ -20,7 +20,6 @@ MAX_PREDICATES = 20
 MAX_VALUE_IDS = 200
 
 LeadTrigger = Literal["create", "confirm"]
-LeadGrain = Literal["per_order", "per_event_day"]
 LeadId = Annotated[str, Field(min_length=1, max_length=200)]
 
 

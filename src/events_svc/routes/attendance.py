@@ -27,8 +27,7 @@ from events_svc.models.attendance import (
 )
 from events_svc.models.service import ErrorBody
 from events_svc.routes.deps import Ctx, RequiredIdempotencyKey, answer, require
-from events_svc.verbs.attendance import jobs, parse
-from events_svc.verbs.attendance.batch import ImportOptions
+from events_svc.verbs.attendance import ImportOptions, jobs, parse
 
 router = APIRouter(tags=["attendance"])
 

@@ -23,8 +23,11 @@ from events_svc.models.booths import (
     LinkedProductView,
 )
 from events_svc.routes.deps import Ctx, Cursor, Limit, PiiMode, answer, pii_full, require
-from events_svc.verbs import booth_bookings, booths, catalog, linked_products
-from events_svc.verbs.booth_categories import BOOTH_CATEGORIES
+from events_svc.verbs.booths import BOOTH_CATEGORIES
+from events_svc.verbs.booths import bookings as booth_bookings
+from events_svc.verbs.booths import records as booths
+from events_svc.verbs.events import catalog
+from events_svc.verbs.sale import linked_products
 
 router = APIRouter(tags=["booths"])
 

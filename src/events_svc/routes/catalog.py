@@ -43,7 +43,7 @@ from events_svc.models import (
 )
 from events_svc.models.catalog import TypeBoothLine
 from events_svc.routes.deps import Ctx, Cursor, Limit, ServiceContext, answer, require
-from events_svc.verbs import catalog, questions, tickets, types
+from events_svc.verbs.events import catalog, questions, tickets, types
 
 router = APIRouter(tags=["configuration"])
 

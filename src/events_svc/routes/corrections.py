@@ -28,8 +28,8 @@ from events_svc.routes.deps import (
     pii_full,
     require,
 )
-from events_svc.verbs import corrections, revisions
 from events_svc.verbs.pii import mask_registration
+from events_svc.verbs.registrations import corrections, revisions
 
 router = APIRouter(tags=["registrations"])
 

@@ -20,9 +20,9 @@ from events_svc.models import (
     SeatsView,
 )
 from events_svc.routes.deps import Ctx, Cursor, IfMatch, Limit, SearchText, answer, no_nul, require
-from events_svc.verbs import events as verbs
-from events_svc.verbs import lifecycle, publication
-from events_svc.verbs import questions as question_verbs
+from events_svc.verbs.events import lifecycle, publication
+from events_svc.verbs.events import questions as question_verbs
+from events_svc.verbs.events import records as verbs
 
 router = APIRouter(tags=["events"])
 

@@ -22,8 +22,7 @@ from events_svc.models.leads import (
     LeadRunView,
 )
 from events_svc.routes.deps import Ctx, Cursor, Limit, answer, require
-from events_svc.verbs.leads import queue, rules
-from events_svc.verbs.leads.pass_ import LeadOptions, run_lead_pass
+from events_svc.verbs.leads import LeadOptions, queue, rules, run_lead_pass
 
 router = APIRouter(tags=["leads"])
 

@@ -12,8 +12,7 @@ from fastapi import APIRouter, Query, Response
 from events_svc.actors import Actor
 from events_svc.models import OperationCreate, OperationView, TriggerPage, error_responses
 from events_svc.routes.deps import Ctx, Cursor, IfMatch, Limit, answer, require
-from events_svc.verbs.operations import commands, feed, preview, start
-from events_svc.verbs.operations.batch import OperationOptions
+from events_svc.verbs.operations import OperationOptions, commands, feed, preview, start
 
 router = APIRouter(tags=["operations"])
 

@@ -25,10 +25,9 @@ from events_svc.routes.deps import (
     pii_full,
     require,
 )
-from events_svc.verbs import registrations as verbs
-from events_svc.verbs import states
 from events_svc.verbs.pii import mask_registration
-from events_svc.verbs.register import register
+from events_svc.verbs.registrations import records as verbs
+from events_svc.verbs.registrations import register, states
 
 router = APIRouter(tags=["registrations"])
 

@@ -12,8 +12,7 @@ from events_svc import errors, migrate
 from events_svc.db import connection
 from events_svc.models import HealthView, ReadyView
 from events_svc.routes.deps import Ctx, answer
-from events_svc.verbs.mail.failures import count_failing_lines
-from events_svc.verbs.mail.pass_ import next_due
+from events_svc.verbs.mail import count_failing_lines, next_due
 
 router = APIRouter(tags=["service"])
 

@@ -26,7 +26,7 @@ from uuid import UUID
 from events_svc.actors import Actor
 from events_svc.db import Connection, Pool, must, transaction
 from events_svc.verbs.audit import write_audit
-from events_svc.verbs.states import lock_for_change, write_state
+from events_svc.verbs.registrations import lock_for_change, write_state
 
 _FIND = """
 SELECT id FROM event.registrations r

@@ -26,9 +26,9 @@ from events_svc.db import Pool, connection, transaction
 from events_svc.models import AttendeeInput
 from events_svc.verbs.audit import write_audit
 from events_svc.verbs.common import in_zone
-from events_svc.verbs.events import get_event_row
-from events_svc.verbs.publication import is_visible
-from events_svc.verbs.register import Registered, register
+from events_svc.verbs.events import is_visible
+from events_svc.verbs.fence import get_event_row
+from events_svc.verbs.registrations import Registered, register
 
 PUBLIC_INTAKE = Actor(id="public-intake", kind="public")
 

@@ -1,8 +1,10 @@
-"""API tokens: minted once, stored as a sha256 hash, revocable.
+"""API tokens: minted once, stored as a sha256 hash, revocable; and the database's own
+secret that signs the console's session cookies, which name a token.
 
 A token is `evt_` + 43 url-safe characters (256 bits); only its hash and a
 short prefix (to recognise it in lists) are stored. The token is shown once,
-at creation, and never logged.
+at creation, and never logged. The session secret (migration 0022) is used only when
+EVENTS_CONSOLE_SECRET is not set.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ INSERT INTO event.api_tokens (name, token_hash, token_prefix, scopes, company_id
 VALUES ($1, $2, $3, $4, $5, $6)
 RETURNING id, name, token_prefix, scopes, company_id, created_at, last_used_at, revoked_at
 """
+_READ_SESSION_KEY = "SELECT secret FROM event.console_secret WHERE id = 1"
 _LIST = """
 SELECT id, name, token_prefix, scopes, company_id, created_at, last_used_at, revoked_at
 FROM event.api_tokens ORDER BY created_at, id
@@ -124,3 +127,10 @@ def _actor(row: Any) -> Actor | None:
         company_id=row["company_id"],
         name=row["name"],
     )
+
+
+async def session_secret(pool: Pool) -> str | None:
+    """The database's console session secret (None before migration 0022 ran)."""
+    async with connection(pool) as conn:
+        value = await conn.fetchval(_READ_SESSION_KEY)
+    return str(value) if value is not None else None

@@ -32,9 +32,8 @@ from events_svc.console.web import (
 )
 from events_svc.models.attendance import MAX_IMPORT_BYTES, MAX_IMPORT_ROWS
 from events_svc.routes.deps import ServiceContext, checked_key
-from events_svc.verbs import events as event_verbs
-from events_svc.verbs.attendance import jobs, parse
-from events_svc.verbs.attendance.batch import ImportOptions
+from events_svc.verbs.attendance import ImportOptions, jobs, parse
+from events_svc.verbs.events import records as event_verbs
 
 router = APIRouter()
 

@@ -35,8 +35,8 @@ from events_svc.console.web import (
 )
 from events_svc.models import PublishBody
 from events_svc.routes.deps import ServiceContext
-from events_svc.verbs import catalog, lifecycle, publication, tickets
-from events_svc.verbs import events as verbs
+from events_svc.verbs.events import catalog, lifecycle, publication, tickets
+from events_svc.verbs.events import records as verbs
 
 router = APIRouter()
 

@@ -35,9 +35,7 @@ from events_svc.models import OperationCreate
 from events_svc.models.operations import PARAMS_OF_KIND
 from events_svc.routes.deps import ServiceContext, parse_if_match
 from events_svc.verbs.events import get_event
-from events_svc.verbs.operations import commands, preview, start
-from events_svc.verbs.operations.batch import OperationOptions
-from events_svc.verbs.operations.view import list_operations
+from events_svc.verbs.operations import OperationOptions, commands, list_operations, preview, start
 
 router = APIRouter()
 

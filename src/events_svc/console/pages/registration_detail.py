@@ -2,7 +2,7 @@
 correction form, cancel and reactivate with a reason, and the revision history.
 
 Every action calls the verb the admin route calls (`corrections.correct_registration`,
-`corrections.change_lifecycle`, `registrations.get_registration`,
+`corrections.change_lifecycle`, `registrations.records.get_registration`,
 `revisions.list_revisions`) with the version the page was rendered from as If-Match, so
 a stale form answers 412 `stale_revision` exactly like the API. A refusal re-renders the
 detail with the current data and the refusal's code in the error summary. The list page
@@ -35,9 +35,9 @@ from events_svc.console.web import (
 )
 from events_svc.models import REGISTRATION_WRITABLE, ReasonBody, RegistrationPatch
 from events_svc.routes.deps import Cursor, ServiceContext, parse_if_match, pii_full
-from events_svc.verbs import corrections, revisions, tickets
-from events_svc.verbs import registrations as verbs
-from events_svc.verbs.events import get_event
+from events_svc.verbs.events import get_event, tickets
+from events_svc.verbs.registrations import corrections, revisions
+from events_svc.verbs.registrations import records as verbs
 
 router = APIRouter()
 

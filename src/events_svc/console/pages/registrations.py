@@ -1,7 +1,7 @@
 """Console pages: the registrations of an event — a masked list with search, a state and
 archive filter and keyset paging, and the audited reveal of the full list.
 
-The list calls `registrations.list_registrations` exactly as GET /admin/registrations
+The list calls `registrations.records.list_registrations` exactly as GET /admin/registrations
 does (the API needs an event or a sale order: without one the page asks to choose an
 event). The reveal is an explicit POST gated by the API's own `pii=full` rule; its answer
 is the page itself (200, no redirect), so a full view has no bookmarkable URL. The
@@ -33,7 +33,7 @@ from events_svc.console.web import (
     query_text,
 )
 from events_svc.routes.deps import ServiceContext, no_nul, pii_full
-from events_svc.verbs import registrations as verbs
+from events_svc.verbs.registrations import records as verbs
 
 router = APIRouter()
 router.include_router(registration_detail.router)

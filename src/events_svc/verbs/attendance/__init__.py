@@ -4,3 +4,7 @@
 and cancels a job, `batch` is the pass that works jobs in batches (the scheduler loop's
 and `resume`'s).
 """
+
+from events_svc.verbs.attendance.batch import ImportOptions, next_import_due, run_import_pass
+
+__all__ = ["ImportOptions", "next_import_due", "run_import_pass"]

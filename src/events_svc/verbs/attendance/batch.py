@@ -8,7 +8,7 @@ rows in row order `FOR UPDATE SKIP LOCKED`, and resolves each one set-based (bar
 exact match, or id; visible to the job's actor; archived or invisible:
 `unknown_barcode`; another event: `wrong_event`). It then locks the event row once
 (`states.lock_event`), then the named registrations of this event in ONE statement
-ordered by id (the lock strength of `registrations.lock_registration`, one round trip
+ordered by id (the lock strength of `registrations.records.lock_registration`, one round trip
 for the batch; the lock order event -> registration), decides each
 row on the locked registration (archived meanwhile: `unknown_barcode`; named by an
 earlier row: `duplicate_row`; `draft`/`cancel`: `not_confirmed`; `done`:
@@ -39,13 +39,12 @@ from events_svc.diagnostics import error_fields
 from events_svc.settings import Settings
 from events_svc.verbs.audit import write_audit
 from events_svc.verbs.jobs import after_failure, failure_code, run_batches, work_one_batch
-from events_svc.verbs.states import lock_event, write_state
+from events_svc.verbs.registrations import lock_event, write_state
 
 log = logging.getLogger("events_svc.attendance")
 
 MAX_BATCH = 10_000
 PASS_BATCHES = 20  # batches per pass of the loop (then `more`: the loop comes back at once)
-SETTLED = ("marked", "already_marked")
 
 _PICK = """
 SELECT id, event_id, state::text AS state, total, processed, attempts, actor_id, actor_kind,
@@ -84,7 +83,7 @@ WHERE job_id = $1 AND resolved_registration_id = ANY($2::uuid[]) AND outcome IS 
   AND outcome <> 'wrong_event'
 """
 # the columns `states.write_state` reads, for every named registration of this event, in id
-# order: the lock order of `registrations.lock_registration`, one statement for the batch
+# order: the lock order of `registrations.records.lock_registration`, one statement for the batch
 _LOCK_REGISTRATIONS = """
 SELECT id, event_id, state::text AS state, active, version, date_closed, event_slot_id,
     event_ticket_id, sale_order_id, sale_status::text AS sale_status,

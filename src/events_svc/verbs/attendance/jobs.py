@@ -29,7 +29,7 @@ from events_svc.db import Connection, Pool, connection, must, transaction
 from events_svc.verbs.attendance.batch import ImportOptions, audit_job, run_import_pass
 from events_svc.verbs.attendance.parse import StoredRow
 from events_svc.verbs.audit import write_audit
-from events_svc.verbs.mail.arming import wake_schedulers
+from events_svc.verbs.mail import wake_schedulers
 
 RESUME_BUDGET_S = 10.0
 RESUME_BATCHES = 10_000  # bounded by the budget first

@@ -21,8 +21,7 @@ from icalendar import vCalAddress
 from icalendar.parser import Contentline
 
 from events_svc.ports import Attachment, OutgoingMessage, Rendered
-from events_svc.verbs.mail import send
-from events_svc.verbs.mail.send import LinkBuilder
+from events_svc.verbs.mail import LinkBuilder, send
 from events_svc.verbs.public import build_calendar
 
 CALENDAR_PURPOSES = ("event_rescheduled", "event_cancelled")

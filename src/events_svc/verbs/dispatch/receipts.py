@@ -25,7 +25,7 @@ from typing import Any
 
 from events_svc.db import Connection, Pool, transaction
 from events_svc.diagnostics import error_fields
-from events_svc.verbs.mail.failures import backoff
+from events_svc.verbs.mail import backoff
 
 log = logging.getLogger("events_svc.dispatch")
 

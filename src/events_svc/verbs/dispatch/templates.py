@@ -21,7 +21,7 @@ from events_svc.db import Pool, connection, must, transaction
 from events_svc.errors.dispatch import TRIGGER_PURPOSES
 from events_svc.ports import TemplateRenderer
 from events_svc.verbs.audit import write_audit
-from events_svc.verbs.mail.arming import CHANNEL
+from events_svc.verbs.mail import CHANNEL
 
 _LIST = """
 SELECT p.purpose::text AS purpose, tt.template_id, tt.updated_at, tt.updated_by,

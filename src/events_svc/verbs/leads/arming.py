@@ -25,7 +25,7 @@ from typing import Literal
 from uuid import UUID
 
 from events_svc.db import Connection
-from events_svc.verbs.mail.arming import CHANNEL
+from events_svc.verbs.mail import CHANNEL
 
 Trigger = Literal["create", "confirm"]
 

@@ -31,7 +31,7 @@ from events_svc.diagnostics import error_fields
 from events_svc.ports import LeadSink
 from events_svc.settings import Settings
 from events_svc.verbs.leads.walk import deliver_pending, walk_rule
-from events_svc.verbs.mail.failures import backoff
+from events_svc.verbs.mail import backoff
 
 log = logging.getLogger("events_svc.leads")
 

@@ -24,7 +24,7 @@ from events_svc.models import MailCreate
 from events_svc.ports import TemplateRenderer
 from events_svc.verbs.audit import write_audit
 from events_svc.verbs.common import merge_patch
-from events_svc.verbs.events import get_event_row, lock_event
+from events_svc.verbs.fence import get_event_row, lock_event
 from events_svc.verbs.mail.arming import lock_schedulers
 from events_svc.verbs.mail.schedules import reschedule_event
 

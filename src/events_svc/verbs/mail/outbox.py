@@ -10,7 +10,7 @@ from events_svc.actors import Actor
 from events_svc.db import Pool, transaction
 from events_svc.verbs.audit import write_audit
 from events_svc.verbs.common import clamp_limit, decode_cursor, page
-from events_svc.verbs.events import get_event_row
+from events_svc.verbs.fence import get_event_row
 from events_svc.verbs.pii import mask_email, mask_phone
 
 _OUTBOX = """

@@ -15,7 +15,7 @@ from uuid import UUID
 from events_svc.actors import Actor
 from events_svc.db import Pool, transaction
 from events_svc.verbs.common import clamp_limit, decode_cursor, encode_cursor
-from events_svc.verbs.events import get_event_row
+from events_svc.verbs.fence import get_event_row
 
 _START = UUID(int=0)
 # the triggers of operations the actor may see (the operation view's rule: the event's

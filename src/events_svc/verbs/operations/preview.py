@@ -2,7 +2,7 @@
 store it `previewed` on the event revision it saw. Nothing of the event changes.
 
 The refusals are those the start would answer on the same revision: a reschedule is
-checked by `event_change.plan_change` (date order, zone, slots outside the new range)
+checked by `verbs.events.change.plan_change` (date order, zone, slots outside the new range)
 and must change something (422 `operation_changes_nothing`); a reminder's or follow-up's
 cutoff may not be in the future (422 `audience_cutoff_in_future`); an archived (409
 `event_archived`) or cancelled (409 `event_cancelled`) event takes no operation.
@@ -21,8 +21,8 @@ from events_svc.models import CancellationParams, CutoffParams, OperationCreate,
 from events_svc.models.base import Command
 from events_svc.models.operations import PARAMS_OF_KIND
 from events_svc.verbs.audit import write_audit
-from events_svc.verbs.event_change import EventChange, plan_change
-from events_svc.verbs.events import get_event_row
+from events_svc.verbs.events import EventChange, plan_change
+from events_svc.verbs.fence import get_event_row
 from events_svc.verbs.operations.view import operation_view
 
 PURPOSE = {

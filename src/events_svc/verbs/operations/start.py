@@ -1,7 +1,7 @@
 """Start an operation: ONE transaction applies the event change, bumps `ics_sequence`
 once, snapshots the audience and moves the operation to `running`.
 
-The locks go event row first (`events.lock_event`: every writer of the event, and every
+The locks go event row first (`fence.lock_event`: every writer of the event, and every
 registration of it, waits), then the operation row. So two starts of one operation
 serialise: the second finds it no longer `previewed` (409 `operation_already_started`).
 If-Match must name the revision the operation was previewed on, and the event must
@@ -31,9 +31,9 @@ from events_svc.actors import Actor
 from events_svc.db import Pool, must, transaction
 from events_svc.verbs.audit import write_audit
 from events_svc.verbs.common import check_if_match
-from events_svc.verbs.event_change import write_change
-from events_svc.verbs.events import get_event_row, lock_event
-from events_svc.verbs.mail.arming import wake_schedulers
+from events_svc.verbs.events import write_change
+from events_svc.verbs.fence import get_event_row, lock_event
+from events_svc.verbs.mail import wake_schedulers
 from events_svc.verbs.operations.preview import (
     CALENDAR_KINDS,
     check_operation,

@@ -1,0 +1,64 @@
+"""Admin routes of the sale seam: the billing side's three order facts."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Response
+
+from events_svc.actors import Actor
+from events_svc.models.sale import OrderConfirmed, OrderFact, SeamAnswer
+from events_svc.routes.deps import Ctx, answer, require
+from events_svc.verbs.sale import seam
+
+router = APIRouter(tags=["sale seam"])
+
+Write = Annotated[Actor, require("seam:write")]
+
+
+@router.post("/admin/seam/orders/confirmed", response_model=SeamAnswer)
+async def order_confirmed(ctx: Ctx, actor: Write, body: OrderConfirmed) -> Response:
+    """Mint the order's attendees (open when free, held drafts when there is a total to
+    pay) and book its booths; exactly once per delivery key."""
+    now = ctx.clock()
+    result = await seam.deliver(
+        ctx.db(),
+        actor,
+        "confirmed",
+        body,
+        lambda conn: seam.apply_confirmed(conn, actor, body, now),
+        now,
+    )
+    return answer(SeamAnswer, result)
+
+
+@router.post("/admin/seam/orders/paid", response_model=SeamAnswer)
+async def order_paid(ctx: Ctx, actor: Write, body: OrderFact) -> Response:
+    """Lift the order's unpaid attendees to open + sold (forward only); latch its booths
+    paid; exactly once per delivery key."""
+    now = ctx.clock()
+    result = await seam.deliver(
+        ctx.db(),
+        actor,
+        "paid",
+        body,
+        lambda conn: seam.apply_paid(conn, actor, body.order_id, now),
+        now,
+    )
+    return answer(SeamAnswer, result)
+
+
+@router.post("/admin/seam/orders/cancelled", response_model=SeamAnswer)
+async def order_cancelled(ctx: Ctx, actor: Write, body: OrderFact) -> Response:
+    """Cancel every attendee of the order (sale status kept; booths untouched); exactly
+    once per delivery key."""
+    now = ctx.clock()
+    result = await seam.deliver(
+        ctx.db(),
+        actor,
+        "cancelled",
+        body,
+        lambda conn: seam.apply_cancelled(conn, actor, body.order_id, now),
+        now,
+    )
+    return answer(SeamAnswer, result)

@@ -1,0 +1,121 @@
+"""Order-line bookings: the writes the seam's `book_for_order_line` (in `records`) and the
+officer's booking route (in `bookings`) share. The callers have checked that every
+booth is of `event_id`, inside their own transaction.
+
+EBS-4: the first booking of an order line claims the line for its event in
+`event.booth_order_lines` (`INSERT .. ON CONFLICT DO NOTHING`, then compare: a concurrent
+claim waits for the first and then reads it); the bookings' composite key onto that claim
+is the wall. EBS-2: one booking per (order line, booth), answered again on a repeat. The
+booths latch `sale_linked`, locked in id order. Lock order (see `records`): the new booking
+rows, then the booth rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from uuid import UUID
+
+from events_svc import errors
+from events_svc.db import Connection
+
+# EBS-4: the line's first booking claims it for its event; a later one compares
+_CLAIM_LINE = """
+INSERT INTO event.booth_order_lines (order_line_id, event_id, order_id, created_at)
+VALUES ($1, $2, $3, $4) ON CONFLICT (order_line_id) DO NOTHING
+"""
+_LINE_EVENT = "SELECT event_id FROM event.booth_order_lines WHERE order_line_id = $1"
+# EBS-2: one booking per (order line, booth); a repeat is a no-op
+_INSERT_LINE_BOOKINGS = """
+INSERT INTO event.booth_bookings (event_booth_id, event_id, order_id, order_line_id,
+    contact_name, contact_email, contact_phone, created_at)
+SELECT t.booth_id, $2, $3, $4, $5, $6, $7, $8
+FROM unnest($1::uuid[]) WITH ORDINALITY AS t(booth_id, n) ORDER BY t.n
+ON CONFLICT (order_line_id, event_booth_id) DO NOTHING
+"""
+_LINE_BOOKINGS = """
+SELECT id, event_booth_id FROM event.booth_bookings
+WHERE order_line_id = $1 AND event_booth_id = ANY($2::uuid[])
+"""
+_INSERT_BOOKING = """
+INSERT INTO event.booth_bookings (event_booth_id, event_id, order_id, contact_name,
+    contact_email, contact_phone, created_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id
+"""
+# the latches lock their booth rows in id order (two orders never wait on each other in
+# opposite orders)
+_LATCH_LINKED = """
+WITH locked AS (
+    SELECT id FROM event.booths WHERE id = ANY($1::uuid[]) AND NOT sale_linked
+    ORDER BY id FOR NO KEY UPDATE)
+UPDATE event.booths b SET sale_linked = true, updated_at = $2 FROM locked WHERE b.id = locked.id
+"""
+
+
+def count(status: str) -> int:
+    """The row count of a command status (`INSERT 0 3` -> 3)."""
+    return int(status.rsplit(" ", 1)[-1])
+
+
+def contact_fields(contact: Mapping[str, str] | None) -> tuple[str, str, str]:
+    """(name, email, phone) of a booking contact given as `name`/`email`/`phone` or as
+    `contact_name`/`contact_email`/`contact_phone`; missing parts are empty."""
+    c = contact or {}
+    return (
+        c.get("contact_name", c.get("name", "")) or "",
+        c.get("contact_email", c.get("email", "")) or "",
+        c.get("contact_phone", c.get("phone", "")) or "",
+    )
+
+
+async def claim_order_line(
+    conn: Connection, order_line_id: UUID, event_id: UUID, order_id: UUID | None, now: datetime
+) -> None:
+    """EBS-4: pin the order line to `event_id` (first booking wins, concurrency-safe through
+    the claim row's key); a line already pinned to another event is refused."""
+    await conn.execute(_CLAIM_LINE, order_line_id, event_id, order_id, now)
+    if await conn.fetchval(_LINE_EVENT, order_line_id) != event_id:
+        raise errors.BoothEventMismatch(
+            "This order line already booked booths of another event.", field="order_line_id"
+        )
+
+
+async def insert_bookings(
+    conn: Connection,
+    booth_ids: list[UUID],
+    event_id: UUID,
+    *,
+    order_id: UUID | None,
+    order_line_id: UUID | None,
+    contact: Mapping[str, str] | None,
+    now: datetime,
+) -> tuple[list[UUID], bool]:
+    """Pending bookings of booths of `event_id` (checked by the caller): (their ids in
+    booth order, whether any is new). With an order line: the line is claimed for the
+    event, a booking already made for (line, booth) is answered again, and the booths
+    latch `sale_linked`."""
+    name, email, phone = contact_fields(contact)
+    if order_line_id is None:
+        ids = [
+            await conn.fetchval(_INSERT_BOOKING, booth, event_id, order_id, name, email, phone, now)
+            for booth in booth_ids
+        ]
+        return ids, bool(ids)
+    await claim_order_line(conn, order_line_id, event_id, order_id, now)
+    status = await conn.execute(
+        _INSERT_LINE_BOOKINGS,
+        booth_ids,
+        event_id,
+        order_id,
+        order_line_id,
+        name,
+        email,
+        phone,
+        now,
+    )
+    by_booth = {
+        r["event_booth_id"]: r["id"]
+        for r in await conn.fetch(_LINE_BOOKINGS, order_line_id, booth_ids)
+    }
+    await conn.execute(_LATCH_LINKED, booth_ids, now)
+    return [by_booth[b] for b in booth_ids], count(status) > 0

@@ -1,0 +1,40 @@
+"""Registrations: how a seat is taken, held and given back, and what an operator does to a
+registration afterwards.
+
+- `combiner`: the register verb's entry (`register`), which decides the requests of one
+  event that arrive together in one transaction;
+- `take_seats`: that ONE seat-taking transaction (`register_batch_in`; `register_in` inside
+  the sale seam's own transaction); `answers`: the answers it checks and stores;
+- `seats`: the ONE seat counter and the seat read model;
+- `states`: the ONE state transition (`write_state`), the officer's state verbs, archiving;
+- `records`: reads (masked unless the reader may see PII), counts, the attendee write;
+- `corrections`: reasoned corrections, cancel and reactivate; `revisions`: their history
+  and the replay store of reasoned commands.
+"""
+
+from events_svc.verbs.registrations.combiner import COMBINER, register
+from events_svc.verbs.registrations.records import get_registration_state, lock_registration
+from events_svc.verbs.registrations.seats import ensure_cap_covers_taken, event_cap, get_seat_view
+from events_svc.verbs.registrations.states import (
+    lock_event,
+    lock_for_change,
+    lock_scope,
+    write_state,
+)
+from events_svc.verbs.registrations.take_seats import MintState, Registered
+
+__all__ = [
+    "COMBINER",
+    "MintState",
+    "Registered",
+    "ensure_cap_covers_taken",
+    "event_cap",
+    "get_registration_state",
+    "get_seat_view",
+    "lock_event",
+    "lock_for_change",
+    "lock_registration",
+    "lock_scope",
+    "register",
+    "write_state",
+]

@@ -1,0 +1,251 @@
+"""The registration state machine: the ONE write of a registration's state, the officer
+verbs over it, and archiving.
+
+`write_state()` is the one transition: it re-checks seats when the change makes the
+row hold a seat (`event.holds_seat`, asked of the database), writes the state, the
+sale status and who set it (`state_origin`: `sale` or, on a sale-linked row,
+`officer`), stamps `date_closed` on `done` when it is empty, arms the schedulers
+when the row enters `open` from `draft` or `cancel` (re-confirming an open row, and
+`open -> done`, never do), and writes the audit row. The officer verbs (`confirm`,
+`set_draft`, `set_done`) call it through `transition()`, which adds the officer's
+rules: a cancelled registration leaves `cancel` only through reactivation (409
+`use_reactivate`), and nothing enters `open` on a cancelled event. Cancel and
+reactivate, which need a reason, are `corrections`; the desk and the attendance
+import mark `done` with it. The sale seam
+calls it for its heal and its cancel cascade, where a paid attendee may be lifted
+past a full event (`overbook`: flagged, never refused).
+
+Lock order: event row, then slot and ticket rows when seats are re-checked, then
+the registration row, then scheduler rows. `version` is bumped by every write and
+checked against If-Match when sent.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+from uuid import UUID
+
+from events_svc import errors
+from events_svc.actors import Actor
+from events_svc.db import Connection, Pool, must, transaction
+from events_svc.models import RegistrationState
+from events_svc.verbs.audit import write_audit
+from events_svc.verbs.common import check_if_match
+from events_svc.verbs.leads import queue_for_registrations
+from events_svc.verbs.mail import arm_entering_open
+from events_svc.verbs.registrations.records import find_registration, lock_registration, read_many
+from events_svc.verbs.registrations.seats import ensure_seats
+
+State = RegistrationState
+OfficerTarget = Literal["open", "draft", "done"]  # cancel needs a reason: corrections
+Origin = Literal["sale", "officer"]
+
+# whether a change makes a row hold a seat, or become one the scheduler mails: the two
+# rules asked of their one definition
+_ENTERING = """
+SELECT event.holds_seat($4::event.registration_state, $5, $6::event.sale_status)
+       AND NOT event.holds_seat($1::event.registration_state, $2, $3::event.sale_status)
+       AS takes_seat,
+       event.gets_mail($4::event.registration_state, $5)
+       AND NOT event.gets_mail($1::event.registration_state, $2) AS gets_mail
+"""
+_LOCK_EVENT = """
+SELECT id, seats_limited, seats_max, is_multi_slots, kanban_state::text AS kanban_state,
+    date_end
+FROM event.events WHERE id = $1
+FOR NO KEY UPDATE  -- first in the lock order: serialises seat takers of this event
+"""
+_LOCK_SLOT = "SELECT id FROM event.slots WHERE id = $1 FOR NO KEY UPDATE"
+_LOCK_TICKET = "SELECT id, seats_max FROM event.tickets WHERE id = $1 FOR NO KEY UPDATE"
+_SET_STATE = """
+UPDATE event.registrations SET state = $2::event.registration_state,
+    sale_status = $4::event.sale_status, state_origin = $5::event.state_origin,
+    date_closed = CASE WHEN $2 = 'done' THEN coalesce(date_closed, $3) ELSE date_closed END,
+    version = version + 1, updated_at = $3
+WHERE id = $1
+"""
+_SET_ACTIVE = """
+UPDATE event.registrations SET active = $2, version = version + 1, updated_at = $3 WHERE id = $1
+"""
+_VERBS: dict[State, str] = {
+    "open": "registration_confirmed",
+    "draft": "registration_set_draft",
+    "done": "registration_set_done",
+    "cancel": "registration_cancelled",
+}
+
+
+async def lock_event(conn: Connection, event_id: UUID) -> dict[str, Any]:
+    """The event row, locked first: the seat fields and kanban state the writes need."""
+    return dict(must(await conn.fetchrow(_LOCK_EVENT, event_id)))
+
+
+async def lock_scope(
+    conn: Connection, slot_id: UUID | None, ticket_id: UUID | None
+) -> dict[str, Any] | None:
+    """Lock a registration's slot row, then its ticket row (after its event's); the ticket."""
+    if slot_id is not None:
+        await conn.fetchrow(_LOCK_SLOT, slot_id)
+    if ticket_id is None:
+        return None
+    return dict(must(await conn.fetchrow(_LOCK_TICKET, ticket_id)))
+
+
+async def _entering(
+    conn: Connection, before: tuple[str, bool, str | None], after: tuple[str, bool, str | None]
+) -> tuple[bool, bool]:
+    """(the change makes the row hold a seat, the change makes it one the scheduler mails)."""
+    row = must(await conn.fetchrow(_ENTERING, *before, *after))
+    return bool(row["takes_seat"]), bool(row["gets_mail"])
+
+
+async def write_state(
+    conn: Connection,
+    actor: Actor,
+    event: dict[str, Any],
+    ticket: dict[str, Any] | None,
+    reg: dict[str, Any],
+    target: State,
+    now: datetime,
+    *,
+    origin: Origin,
+    sale_status: str | None,
+    overbook: bool = False,
+    note: dict[str, Any] | None = None,
+) -> bool:
+    """The one transition of a locked registration; answers whether it overbooked.
+
+    `reg` is the row as `lock_registration` read it. With `overbook`, a seat shortage
+    is answered instead of refused (the sale seam's heal: a paid attendee is never
+    stranded)."""
+    current, active = reg["state"], reg["active"]
+    takes_seat, _ = await _entering(
+        conn, (current, active, reg["sale_status"]), (target, active, sale_status)
+    )
+    overbooked = False
+    if takes_seat:
+        try:
+            await ensure_seats(conn, event, reg["event_slot_id"], ticket, 1)
+        except errors.SeatsExhausted:
+            if not overbook:
+                raise
+            overbooked = True
+    stored_origin = origin if reg["sale_order_id"] is not None else None
+    await conn.execute(_SET_STATE, reg["id"], target, now, sale_status, stored_origin)
+    if target == "open" and current in ("draft", "cancel") and active:
+        await arm_entering_open(conn, event["id"], [reg["id"]], now)
+    if target in ("open", "done") and current in ("draft", "cancel") and active:
+        # confirmed (open, or checked in straight from draft): the lead rules may take it
+        await queue_for_registrations(conn, event["id"], [reg["id"]], "confirm", now)
+    summary: dict[str, Any] = {"from": current, "to": target, **(note or {})}
+    if stored_origin is not None:
+        summary["origin"] = stored_origin
+    if sale_status != reg["sale_status"]:
+        summary["sale_status"] = sale_status
+    if overbooked:
+        summary["overbooked"] = True
+    await write_audit(
+        conn,
+        actor,
+        _VERBS[target],
+        "registration",
+        reg["id"],
+        event_id=event["id"],
+        summary=summary,
+    )
+    return overbooked
+
+
+async def lock_for_change(
+    conn: Connection, actor: Actor, registration_id: UUID, *, seats: bool, found: Any = None
+) -> tuple[dict[str, Any], dict[str, Any] | None, dict[str, Any]]:
+    """Lock event, then (for seat re-checks) slot and ticket, then the registration; `found`
+    is the caller's `find_registration` answer when it already looked the row up."""
+    if found is None:
+        found = await find_registration(conn, actor, registration_id)
+    event = await lock_event(conn, found["event_id"])
+    ticket = None
+    if seats:
+        ticket = await lock_scope(conn, found["event_slot_id"], found["event_ticket_id"])
+    return event, ticket, await lock_registration(conn, registration_id)
+
+
+def _check_way_out(event: dict[str, Any], current: State, target: State) -> None:
+    """A cancelled registration leaves `cancel` only through reactivation; nothing enters
+    `open` on a cancelled event (kanban `cancel` fences every way in)."""
+    if current == "cancel":
+        raise errors.UseReactivate()
+    if target == "open" and event["kanban_state"] == "cancel":
+        raise errors.EventCancelled()
+
+
+async def transition(
+    pool: Pool,
+    actor: Actor,
+    registration_id: UUID,
+    target: OfficerTarget,
+    now: datetime,
+    *,
+    if_match: int | None = None,
+) -> dict[str, Any]:
+    """An officer's state change (locks: event, slot, ticket, registration). On a
+    sale-linked row the officer becomes the state's origin: the seam's heal then leaves
+    the row alone."""
+    async with transaction(pool) as conn:
+        event, ticket, reg = await lock_for_change(conn, actor, registration_id, seats=True)
+        check_if_match(reg["version"], if_match, name="version")
+        current = reg["state"]
+        if current != target:
+            _check_way_out(event, current, target)
+            await write_state(
+                conn,
+                actor,
+                event,
+                ticket,
+                reg,
+                target,
+                now,
+                origin="officer",
+                sale_status=reg["sale_status"],
+            )
+        return (await read_many(conn, [registration_id]))[0]
+
+
+async def set_active(
+    pool: Pool,
+    actor: Actor,
+    registration_id: UUID,
+    active: bool,
+    now: datetime,
+    *,
+    if_match: int | None = None,
+) -> dict[str, Any]:
+    """Archive (leave seats and mail eligibility) or unarchive (re-checks seats, and arms
+    the schedulers like a row entering `open`: the mails it missed are owed)."""
+    async with transaction(pool) as conn:
+        event, ticket, reg = await lock_for_change(conn, actor, registration_id, seats=active)
+        check_if_match(reg["version"], if_match, name="version")
+        if reg["active"] != active:
+            state, status = reg["state"], reg["sale_status"]
+            takes_seat, gets_mail = await _entering(
+                conn, (state, not active, status), (state, active, status)
+            )
+            if takes_seat:
+                await ensure_seats(conn, event, reg["event_slot_id"], ticket, 1)
+            await conn.execute(_SET_ACTIVE, registration_id, active, now)
+            if gets_mail:
+                # eligible again: the mails it missed are owed (its date_open is kept)
+                await arm_entering_open(conn, event["id"], [registration_id], now, stamped=True)
+                await queue_for_registrations(conn, event["id"], [registration_id], "confirm", now)
+            verb = "registration_unarchived" if active else "registration_archived"
+            await write_audit(
+                conn,
+                actor,
+                verb,
+                "registration",
+                registration_id,
+                event_id=event["id"],
+                summary={"state": reg["state"]},
+            )
+        return (await read_many(conn, [registration_id]))[0]

@@ -1,0 +1,13 @@
+"""The sale side: what the billing system tells us about orders, applied exactly once.
+
+- `inbox`: each order fact claimed once, its outcome recorded and answered again on a
+  redelivery (`deliver`);
+- `seam`: the three order facts (confirmed, paid, cancelled) and what each does to the
+  order's registrations and booths;
+- `truth`: the sale-composed truth table (the order's state onto a registration's);
+- `linked_products`: the host products an event's tickets and booth categories name.
+"""
+
+from events_svc.verbs.sale.truth import OrderState, sale_composed_state
+
+__all__ = ["OrderState", "sale_composed_state"]

@@ -1,0 +1,295 @@
+"""The sale seam's three order facts, as `inbox.deliver` applies them once each.
+
+The decisions are docs/architecture.md, "The sale seam":
+- confirmed: every line's attendees go through the ONE register verb; the sale
+  truth table (`truth`) gives `open` + `free` for a zero total (armed) and
+  `draft` + `to_pay` otherwise (holding its seat, nothing sent); an unparseable
+  total is not zero. A line's booths are booked `pending`.
+- paid: forward-only; the order's rows at `to_pay` whose state the sale set go
+  through the one transition to `open` + `sold` (armed), past a full event if need
+  be (flagged `overbooked`); rows an officer moved, rows of a cancelled event, and
+  the cancelled rows of an order confirmed again are skipped. The order's booths
+  latch `is_paid`.
+- cancelled: every row of the order goes to `cancel`; `sale_status` is kept;
+  booths are untouched.
+
+Lock order: the inbox row, the order row (`event.sale_orders`: facts of one order
+run one at a time), the events by id, their slots by id, their tickets by id, the
+registrations by id, then what the register verb and the transition lock after
+them (scheduler rows), then booth bookings and booths.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal, InvalidOperation
+from typing import Any, cast
+from uuid import UUID
+
+from events_svc import errors
+from events_svc.actors import Actor
+from events_svc.db import Connection
+from events_svc.models import AttendeeInput
+from events_svc.models.sale import OrderConfirmed, SeamLine
+from events_svc.verbs.booths import book_for_order_line, latch_paid_booths
+from events_svc.verbs.registrations import (
+    MintState,
+    lock_event,
+    lock_registration,
+    lock_scope,
+    write_state,
+)
+from events_svc.verbs.registrations.take_seats import RegisterRequest, SaleMint, register_in
+from events_svc.verbs.sale.inbox import Effect, deliver
+from events_svc.verbs.sale.truth import OrderState, sale_composed_state
+
+__all__ = ["apply_cancelled", "apply_confirmed", "apply_paid", "deliver"]
+
+_ORDER_CONFIRMED = """
+INSERT INTO event.sale_orders AS o
+    (order_id, state, amount_is_zero, currency, created_at, updated_at)
+VALUES ($1, CASE WHEN $2 THEN 'sale' ELSE 'sent' END::event.sale_order_state, $2, $3, $4, $4)
+ON CONFLICT (order_id) DO UPDATE SET
+    state = CASE
+        -- cancelled before it was ever confirmed (and never paid): it stays cancelled
+        WHEN o.state = 'cancel' AND o.amount_is_zero IS NULL THEN 'cancel'
+        WHEN $2 OR o.paid_at IS NOT NULL THEN 'sale'
+        ELSE 'sent' END::event.sale_order_state,
+    amount_is_zero = $2, currency = $3, updated_at = $4
+RETURNING state::text AS state
+"""
+# the order's state before a paid fact: a late paid fact lifts cancelled rows only when the
+# order's last word was its cancellation (a re-confirmed order's old rows are superseded)
+_ORDER_BEFORE = """
+SELECT state::text FROM event.sale_orders WHERE order_id = $1 FOR NO KEY UPDATE
+"""
+_ORDER_PAID = """
+INSERT INTO event.sale_orders AS o (order_id, state, paid_at, created_at, updated_at)
+VALUES ($1, 'sale', $2, $2, $2)
+ON CONFLICT (order_id) DO UPDATE SET
+    state = 'sale', paid_at = coalesce(o.paid_at, $2), updated_at = $2
+"""
+_ORDER_CANCELLED = """
+INSERT INTO event.sale_orders AS o (order_id, state, cancelled_at, created_at, updated_at)
+VALUES ($1, 'cancel', $2, $2, $2)
+ON CONFLICT (order_id) DO UPDATE SET state = 'cancel', cancelled_at = $2, updated_at = $2
+"""
+_MIRROR = """
+UPDATE event.registrations SET sale_order_state = $2::event.sale_order_state
+WHERE sale_order_id = $1 AND sale_order_state IS DISTINCT FROM $2::event.sale_order_state
+  AND event.visible_to(company_id, $3)
+"""
+_ORDER_ROWS = """
+SELECT id, event_id, event_slot_id, event_ticket_id FROM event.registrations
+WHERE sale_order_id = $1 AND event.visible_to(company_id, $2)
+ORDER BY id
+"""
+_LOCK_EVENTS = """
+SELECT id FROM event.events WHERE id = ANY($1::uuid[]) AND event.visible_to(company_id, $2)
+ORDER BY id
+FOR NO KEY UPDATE  -- by id, before any slot or ticket: the fixed lock order
+"""
+_LOCK_SLOTS = """
+SELECT id FROM event.slots WHERE id = ANY($1::uuid[]) ORDER BY id FOR NO KEY UPDATE
+"""
+_LOCK_TICKETS = """
+SELECT id FROM event.tickets WHERE id = ANY($1::uuid[]) ORDER BY id FOR NO KEY UPDATE
+"""
+
+
+def amount_is_zero(amount_total: str) -> bool:
+    """Whether a total is zero; an unparseable total is not (it holds seats until paid)."""
+    try:
+        value = Decimal(amount_total.strip())
+    except InvalidOperation:
+        return False
+    return value.is_finite() and value == 0
+
+
+async def _lock_events_and_scopes(
+    conn: Connection,
+    actor: Actor,
+    event_ids: set[UUID],
+    slot_ids: set[UUID],
+    ticket_ids: set[UUID],
+) -> set[UUID]:
+    """Lock every event (visible to the actor), slot and ticket a fact touches, each kind
+    by id, events first; answers the visible events."""
+    events = {r["id"] for r in await conn.fetch(_LOCK_EVENTS, sorted(event_ids), actor.company_id)}
+    if slot_ids:
+        await conn.fetch(_LOCK_SLOTS, sorted(slot_ids))
+    if ticket_ids:
+        await conn.fetch(_LOCK_TICKETS, sorted(ticket_ids))
+    return events
+
+
+async def _visible(conn: Connection, actor: Actor, event_id: UUID) -> set[UUID]:
+    """{event_id}, locked, when the actor may see it; else the empty set."""
+    return await _lock_events_and_scopes(conn, actor, {event_id}, set(), set())
+
+
+def _refuse_for_line(refused: errors.DomainError, line: SeamLine) -> errors.DomainError:
+    refused.fields.setdefault("line_id", str(line.line_id))
+    return refused
+
+
+async def apply_confirmed(
+    conn: Connection, actor: Actor, cmd: OrderConfirmed, now: datetime
+) -> Effect:
+    """Mint every line's attendees through the register verb; book its booths."""
+    zero = amount_is_zero(cmd.amount_total)
+    order_state = cast(
+        OrderState, await conn.fetchval(_ORDER_CONFIRMED, cmd.order_id, zero, cmd.currency, now)
+    )
+    if order_state == "cancel":  # cancelled before confirmed: its attendees are born cancelled
+        _, sale_status = sale_composed_state("draft", None, "sent", zero)
+        state: str = "cancel"
+    else:
+        state, sale_status = sale_composed_state("draft", None, order_state, zero)
+    if state not in ("open", "draft", "cancel") or sale_status is None:
+        raise RuntimeError(f"the sale truth table minted {state}/{sale_status}")
+    mint = SaleMint(cmd.order_id, cast(MintState, state), sale_status, order_state, zero)
+    if len(cmd.lines) > 1:  # one line's locks are the register verb's own, in order
+        visible = await _lock_events_and_scopes(
+            conn,
+            actor,
+            {line.event_id for line in cmd.lines},
+            {line.event_slot_id for line in cmd.lines if line.event_slot_id is not None},
+            {line.event_ticket_id for line in cmd.lines if line.event_ticket_id is not None},
+        )
+    else:
+        visible = (
+            {cmd.lines[0].event_id}
+            if cmd.lines[0].attendees
+            else await _visible(conn, actor, cmd.lines[0].event_id)
+        )
+    effect = Effect()
+    for line in cmd.lines:
+        if not line.attendees:
+            continue
+        try:
+            if line.event_id not in visible:
+                raise errors.NotFound("No such event.", event_id=str(line.event_id))
+            attendees = [
+                AttendeeInput.model_construct(**a.model_dump(), answers=[]) for a in line.attendees
+            ]
+            request = RegisterRequest(
+                actor,
+                line.event_id,
+                attendees,
+                now,
+                slot_id=line.event_slot_id,
+                ticket_id=line.event_ticket_id,
+                source="sale",
+                sale=mint,
+            )
+            registered = await register_in(conn, request)
+        except errors.DomainError as refused:
+            raise _refuse_for_line(refused, line) from None
+        effect.registration_ids += [r["id"] for r in registered.registrations]
+    for line in cmd.lines:  # booths after every registration: the fixed lock order
+        if not line.booth_ids:
+            continue
+        first = line.attendees[0] if line.attendees else None
+        contact = (
+            {"name": first.name, "email": first.email, "phone": first.phone} if first else None
+        )
+        try:
+            if line.event_id not in visible:
+                raise errors.NotFound("No such event.", event_id=str(line.event_id))
+            await book_for_order_line(
+                conn,
+                booth_ids=line.booth_ids,
+                event_id=line.event_id,
+                order_id=cmd.order_id,
+                order_line_id=line.line_id,
+                contact=contact,
+                now=now,
+            )
+        except errors.DomainError as refused:
+            raise _refuse_for_line(refused, line) from None
+    return effect
+
+
+async def _lock_order_rows(
+    conn: Connection, actor: Actor, order_id: UUID
+) -> tuple[dict[UUID, dict[str, Any]], dict[UUID, dict[str, Any] | None], list[dict[str, Any]]]:
+    """Lock the order's events, slots, tickets, then its registrations (by id)."""
+    found = await conn.fetch(_ORDER_ROWS, order_id, actor.company_id)
+    events = {eid: await lock_event(conn, eid) for eid in sorted({r["event_id"] for r in found})}
+    slots = sorted({r["event_slot_id"] for r in found if r["event_slot_id"] is not None})
+    for slot_id in slots:
+        await lock_scope(conn, slot_id, None)
+    tickets: dict[UUID, dict[str, Any] | None] = {}
+    for ticket_id in sorted({r["event_ticket_id"] for r in found if r["event_ticket_id"]}):
+        tickets[ticket_id] = await lock_scope(conn, None, ticket_id)
+    regs = [await lock_registration(conn, r["id"]) for r in found]
+    return events, tickets, regs
+
+
+async def apply_paid(conn: Connection, actor: Actor, order_id: UUID, now: datetime) -> Effect:
+    """The forward-only heal of the order's unpaid rows, and the booths' paid latch."""
+    before = await conn.fetchval(_ORDER_BEFORE, order_id)
+    await conn.execute(_ORDER_PAID, order_id, now)
+    liftable: tuple[str, ...] = ("draft", "open", "done")
+    if before in ("cancel", None):  # the order's last word was its cancellation
+        liftable += ("cancel",)
+    events, tickets, regs = await _lock_order_rows(conn, actor, order_id)
+    effect = Effect()
+    for reg in regs:
+        if reg["sale_status"] != "to_pay":
+            continue
+        event = events[reg["event_id"]]
+        ticket = tickets.get(reg["event_ticket_id"]) if reg["event_ticket_id"] else None
+        if (
+            reg["state_origin"] != "sale"  # an officer's call stays
+            or event["kanban_state"] == "cancel"
+            or reg["state"] not in liftable  # a re-confirmed order's old rows are superseded
+        ):
+            effect.skipped_ids.append(reg["id"])
+            continue
+        state, sale_status = sale_composed_state(reg["state"], "to_pay", "sale", False)
+        effect.overbooked |= await write_state(
+            conn,
+            actor,
+            event,
+            ticket,
+            reg,
+            state,
+            now,
+            origin="sale",
+            sale_status=sale_status,
+            overbook=True,
+            note={"fact": "paid"},
+        )
+        effect.registration_ids.append(reg["id"])
+    await conn.execute(_MIRROR, order_id, "sale", actor.company_id)
+    await latch_paid_booths(conn, order_id)
+    return effect
+
+
+async def apply_cancelled(conn: Connection, actor: Actor, order_id: UUID, now: datetime) -> Effect:
+    """Every registration of the order to `cancel`, its sale status kept."""
+    await conn.execute(_ORDER_CANCELLED, order_id, now)
+    events, tickets, regs = await _lock_order_rows(conn, actor, order_id)
+    effect = Effect()
+    for reg in regs:
+        if reg["state"] == "cancel":
+            continue
+        state, sale_status = sale_composed_state(reg["state"], reg["sale_status"], "cancel", False)
+        ticket = tickets.get(reg["event_ticket_id"]) if reg["event_ticket_id"] else None
+        await write_state(
+            conn,
+            actor,
+            events[reg["event_id"]],
+            ticket,
+            reg,
+            state,
+            now,
+            origin="sale",
+            sale_status=sale_status,
+            note={"fact": "cancelled"},
+        )
+        effect.registration_ids.append(reg["id"])
+    await conn.execute(_MIRROR, order_id, "cancel", actor.company_id)
+    return effect
