@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# parallel test processes (pytest-xdist): one per core; `make test TEST_WORKERS=0` runs in one
+TEST_WORKERS ?= auto
 
 .PHONY: run test lint migrate bench fuzz clean
 
@@ -21,7 +23,7 @@ migrate: $(STAMP)
 
 test: $(STAMP)  ## the whole suite against a real PostgreSQL (and a real Redis, from a wheel)
 	scripts/ensure-debian-packages libreoffice-calc-nogui=soffice chromium=chromium  # the export probe's spreadsheet engine; the console's browser
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
 lint: $(STAMP)  ## format check, lint, import contracts, strict typing
 	$(BIN)/ruff format --check src tests bench

@@ -17,10 +17,11 @@ import fcntl
 import json
 import logging
 import os
+import re
 import shutil
 import tempfile
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
@@ -30,6 +31,7 @@ import psutil
 log = logging.getLogger("events_svc.embedded")
 
 DATABASE = "events"
+_PLAIN = re.compile(r"[A-Za-z0-9_.]+")
 
 
 class EmbeddedError(RuntimeError):
@@ -187,16 +189,40 @@ def running_url(data_dir: Path, database: str = DATABASE) -> str | None:
 
 
 @contextlib.contextmanager
-def scratch_server(prefix: str) -> Iterator[str]:
-    """A throwaway embedded server in a new temporary folder, deleted on exit.
+def scratch_server(
+    prefix: str, config: Mapping[str, str] | None = None, parent: str | None = None
+) -> Iterator[str]:
+    """A throwaway embedded server in a new temporary folder (under `parent` when given),
+    deleted on exit.
 
     Yields the superuser URL of its `postgres` database (for tests and benchmarks).
+    `config` sets server parameters (`ALTER SYSTEM`) before the server is used, restarting
+    it once so that those read only at start (`max_connections`) apply too.
     """
-    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    folder = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
     server = EmbeddedPostgres(folder)
     server.start()
     try:
+        if config:
+            _configure(server.url("postgres"), config)
+            server.stop()
+            server.start()
         yield server.url("postgres")
     finally:
         server.stop()
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _configure(url: str, config: Mapping[str, str]) -> None:
+    async def apply() -> None:
+        conn = await asyncpg.connect(url)
+        try:
+            for name, value in config.items():
+                # ALTER SYSTEM takes no bind parameters: only plain names and values pass
+                if not (_PLAIN.fullmatch(name) and _PLAIN.fullmatch(value)):
+                    raise ValueError(f"not a plain server parameter: {name!r} = {value!r}")
+                await conn.execute(f"ALTER SYSTEM SET {name} = '{value}'")
+        finally:
+            await conn.close()
+
+    asyncio.run(apply())

@@ -43,7 +43,7 @@ async def new_database(admin_url: str, template: str | None) -> str:
     name = f"events_test_{uuid.uuid4().hex[:12]}"
     conn = await asyncpg.connect(admin_url)
     try:
-        clause = f' TEMPLATE "{template}"' if template else ""
+        clause = f' TEMPLATE "{template}" STRATEGY = FILE_COPY' if template else ""
         await conn.execute(f'CREATE DATABASE "{name}"{clause}')
     finally:
         await conn.close()
