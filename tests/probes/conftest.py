@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -33,7 +34,11 @@ TEMPLATE = f"events_test_template_{os.environ.get('PYTEST_XDIST_WORKER', 'main')
 # cloned in about 10 ms there, against 50 to 500 ms on this machine's disk), no flush to
 # disk (a session's data never outlives it), and room for several workers whose probes
 # each start service processes with pools
-TEST_SERVER_FOLDER = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
+TEST_SERVER_FOLDER = (
+    "/dev/shm"
+    if os.access("/dev/shm", os.W_OK) and shutil.disk_usage("/dev/shm").free >= 2 << 30
+    else None  # none, or too small (a container's 64 MB): the system's temporary folder
+)
 TEST_SERVER_CONFIG = {
     "fsync": "off",
     "full_page_writes": "off",
