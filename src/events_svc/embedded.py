@@ -199,6 +199,10 @@ def scratch_server(
     `config` sets server parameters (`ALTER SYSTEM`) before the server is used, restarting
     it once so that those read only at start (`max_connections`) apply too.
     """
+    for name, value in (config or {}).items():
+        # ALTER SYSTEM takes no bind parameters: only plain names and values pass
+        if not (_PLAIN.fullmatch(name) and _PLAIN.fullmatch(value)):
+            raise ValueError(f"not a plain server parameter: {name!r} = {value!r}")
     folder = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
     server = EmbeddedPostgres(folder)
     server.start()
@@ -217,10 +221,7 @@ def _configure(url: str, config: Mapping[str, str]) -> None:
     async def apply() -> None:
         conn = await asyncpg.connect(url)
         try:
-            for name, value in config.items():
-                # ALTER SYSTEM takes no bind parameters: only plain names and values pass
-                if not (_PLAIN.fullmatch(name) and _PLAIN.fullmatch(value)):
-                    raise ValueError(f"not a plain server parameter: {name!r} = {value!r}")
+            for name, value in config.items():  # plain words only (scratch_server)
                 await conn.execute(f"ALTER SYSTEM SET {name} = '{value}'")
         finally:
             await conn.close()

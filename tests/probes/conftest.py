@@ -1,20 +1,13 @@
-"""Probes run against a real PostgreSQL: the embedded server (default), the
-server named by EVENTS_TEST_ADMIN_URL, or a testcontainers PostgreSQL when
-EVENTS_TEST_BACKEND=testcontainers. Each test gets a fresh database cloned from
-a template migrated once per session (once per worker under pytest-xdist: each
-worker has its own template). No server means failures, never skips.
-
-Under pytest-xdist (`make test` runs `-n auto`), the controlling process starts the
-one server before the workers start and hands them its URL; the workers share it.
-The embedded test server trades durability for speed (`TEST_SERVER_CONFIG`): its
-data lives for one session and is never recovered after a machine crash.
+"""Probes run against a real PostgreSQL (`tests/server.py`: the embedded server by
+default, the server named by EVENTS_TEST_ADMIN_URL, or a testcontainers PostgreSQL when
+EVENTS_TEST_BACKEND=testcontainers). Each test gets a fresh database cloned from a
+template migrated once per session (once per worker under pytest-xdist: each worker has
+its own template, on the one server they share). No server means failures, never skips.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-import shutil
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -24,66 +17,22 @@ import pytest
 
 from events_svc import create_app, migrate
 from events_svc.db import create_pool
-from events_svc.embedded import scratch_server
 from events_svc.settings import Settings
 from tests.probes.helpers import BASE, Api, drop_database, new_database, with_database
+from tests.server import URL_KEY, database_server
 
 # a worker's template; a test's database is cloned from its worker's
 TEMPLATE = f"events_test_template_{os.environ.get('PYTEST_XDIST_WORKER', 'main')}"
-# the embedded test server: its folder in memory where the machine has one (a database is
-# cloned in about 10 ms there, against 50 to 500 ms on this machine's disk), no flush to
-# disk (a session's data never outlives it), and room for several workers whose probes
-# each start service processes with pools
-TEST_SERVER_FOLDER = (
-    "/dev/shm"
-    if os.access("/dev/shm", os.W_OK) and shutil.disk_usage("/dev/shm").free >= 2 << 30
-    else None  # none, or too small (a container's 64 MB): the system's temporary folder
-)
-TEST_SERVER_CONFIG = {
-    "fsync": "off",
-    "full_page_writes": "off",
-    "max_connections": "400",
-}
-_URL_KEY = "events_admin_url"
-
-
-@contextlib.contextmanager
-def _server() -> Iterator[str]:
-    """The superuser URL of the session's server, for as long as the context lasts."""
-    given = os.environ.get("EVENTS_TEST_ADMIN_URL")
-    if given:
-        yield given
-        return
-    if os.environ.get("EVENTS_TEST_BACKEND") == "testcontainers":
-        from testcontainers.postgres import PostgresContainer
-
-        with PostgresContainer("postgres:16-alpine", driver=None) as pg:
-            yield pg.get_connection_url()
-        return
-    with scratch_server("events-test-", TEST_SERVER_CONFIG, TEST_SERVER_FOLDER) as url:
-        yield url
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_configure_node(node: Any) -> None:
-    """xdist's controller: start the one server before the first worker, hand it to each."""
-    config = node.config
-    url = getattr(config, "_events_admin_url", None)
-    if url is None:
-        stack = contextlib.ExitStack()
-        config.add_cleanup(stack.close)  # after every worker has finished
-        url = config._events_admin_url = stack.enter_context(_server())
-    node.workerinput[_URL_KEY] = url
 
 
 @pytest.fixture(scope="session")
 def admin_url(request: pytest.FixtureRequest) -> Iterator[str]:
-    """A superuser URL of a real PostgreSQL for the whole session."""
-    handed = getattr(request.config, "workerinput", {}).get(_URL_KEY)
+    """A superuser URL of a real PostgreSQL for the whole session (`tests/server.py`)."""
+    handed = getattr(request.config, "workerinput", {}).get(URL_KEY)
     if handed:  # an xdist worker: the controller's server
         yield handed
         return
-    with _server() as url:
+    with database_server() as url:
         yield url
 
 

@@ -15,6 +15,7 @@ from events_svc.embedded import (
     EmbeddedPostgres,
     clear_stale_pidfile,
     prune_handle_pids,
+    scratch_server,
 )
 
 
@@ -59,3 +60,12 @@ def test_the_server_survives_restarts_and_a_second_serve_is_refused(tmp_path: Pa
         assert again.start() == url.split("?")[0] + "?" + url.split("?")[1]
     finally:
         again.stop()
+
+
+@pytest.mark.parametrize(
+    ("name", "value"), [("fsync", "off'; DROP TABLE x; --"), ("fsync = off; x", "on"), ("", "1")]
+)
+def test_a_scratch_server_refuses_a_setting_that_is_not_plain_words(name: str, value: str):
+    with pytest.raises(ValueError, match="not a plain server parameter"):  # noqa: SIM117
+        with scratch_server("events-never-", {name: value}):
+            pytest.fail("no server may start with such a setting")
