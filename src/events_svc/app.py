@@ -33,8 +33,6 @@ from events_svc.ports import Ports
 from events_svc.routes import (
     attendance,
     booths,
-    catalog,
-    corrections,
     desk,
     dispatch,
     events,
@@ -69,10 +67,9 @@ def admin_router() -> APIRouter:
     """Every admin route (bearer/host actor, scopes), without the base path."""
     router = APIRouter(responses=_ERROR_RESPONSES)
     router.include_router(registrations.router)  # the hottest routes match first
-    router.include_router(corrections.router)
     router.include_router(events.router)
-    router.include_router(catalog.router)
     router.include_router(booths.router)
+    router.include_router(sale.products_router)
     router.include_router(mail.router)
     router.include_router(sale.router)
     router.include_router(leads.router)

@@ -1,6 +1,6 @@
 """Admin routes for booths: categories, booths with their bookings, the exclusive
-confirm, release, and the linked-products read. Reads need `event:read`, writes
-`booth:write`; booking contacts are masked unless `registration:pii` and `pii=full`."""
+confirm and release. Reads need `event:read`, writes `booth:write`; booking contacts are
+masked unless `registration:pii` and `pii=full`."""
 
 from __future__ import annotations
 
@@ -20,14 +20,12 @@ from events_svc.models.booths import (
     BoothCreate,
     BoothPatch,
     BoothView,
-    LinkedProductView,
 )
 from events_svc.routes.deps import Ctx, Cursor, Limit, PiiMode, answer, pii_full, require
 from events_svc.verbs.booths import BOOTH_CATEGORIES
 from events_svc.verbs.booths import bookings as booth_bookings
 from events_svc.verbs.booths import records as booths
 from events_svc.verbs.events import catalog
-from events_svc.verbs.sale import linked_products
 
 router = APIRouter(tags=["booths"])
 
@@ -170,20 +168,3 @@ async def confirm_booking(
     full = pii_full(actor, pii)
     view = await booth_bookings.confirm_booking(ctx.db(), actor, booking_id, ctx.clock())
     return answer(BookingView, _booking(view, full))
-
-
-# --- the linked-products read ----------------------------------------------------------------
-
-
-@router.get("/admin/linked-products", response_model=Page[LinkedProductView])
-async def list_linked_products(
-    ctx: Ctx,
-    actor: Read,
-    event_id: UUID | None = None,
-    limit: Limit = None,
-    cursor: Cursor = None,
-) -> Response:
-    found = await linked_products.linked_products(
-        ctx.db(), actor, event_id=event_id, limit=limit, cursor=cursor
-    )
-    return answer(Page[LinkedProductView], found)

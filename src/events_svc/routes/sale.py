@@ -1,18 +1,25 @@
-"""Admin routes of the sale seam: the billing side's three order facts."""
+"""Admin routes of the sale side: the billing side's three order facts (`router`), and the
+read of the host products an event links to (`products_router`: listed with the booths'
+routes, since booth categories and tickets name those products; reads need `event:read`)."""
 
 from __future__ import annotations
 
 from typing import Annotated
+from uuid import UUID
 
 from fastapi import APIRouter, Response
 
 from events_svc.actors import Actor
+from events_svc.models import Page
+from events_svc.models.booths import LinkedProductView
 from events_svc.models.sale import OrderConfirmed, OrderFact, SeamAnswer
-from events_svc.routes.deps import Ctx, answer, require
-from events_svc.verbs.sale import seam
+from events_svc.routes.deps import Ctx, Cursor, Limit, answer, require
+from events_svc.verbs.sale import linked_products, seam
 
 router = APIRouter(tags=["sale seam"])
+products_router = APIRouter(tags=["booths"])
 
+Read = Annotated[Actor, require("event:read")]
 Write = Annotated[Actor, require("seam:write")]
 
 
@@ -62,3 +69,20 @@ async def order_cancelled(ctx: Ctx, actor: Write, body: OrderFact) -> Response:
         now,
     )
     return answer(SeamAnswer, result)
+
+
+# --- the linked-products read ----------------------------------------------------------------
+
+
+@products_router.get("/admin/linked-products", response_model=Page[LinkedProductView])
+async def list_linked_products(
+    ctx: Ctx,
+    actor: Read,
+    event_id: UUID | None = None,
+    limit: Limit = None,
+    cursor: Cursor = None,
+) -> Response:
+    found = await linked_products.linked_products(
+        ctx.db(), actor, event_id=event_id, limit=limit, cursor=cursor
+    )
+    return answer(Page[LinkedProductView], found)

@@ -2,7 +2,7 @@
 its seats gauges, and its publish / unpublish / mark-done forms.
 
 Every read and write is the admin API's own verb called with the same arguments
-(`routes/events.py`): the list is `list_events`, the detail and the gauges are
+(`routes/events/records.py`): the list is `list_events`, the detail and the gauges are
 `get_event` (its `seats` is the ONE seat read model, also behind
 `GET /admin/events/{id}/seats`), the forms call `publish_event`, `unpublish_event` and
 `mark_event_done`. A refusal of a form (409 and friends) re-renders the detail with

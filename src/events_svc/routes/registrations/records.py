@@ -1,5 +1,5 @@
 """Admin routes for registrations: the register verb, reads and counts, the state verbs,
-archiving and the partner sync (the reasoned commands are `routes.corrections`)."""
+archiving and the partner sync (the reasoned commands are `corrections`)."""
 
 from __future__ import annotations
 
