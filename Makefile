@@ -25,10 +25,11 @@ test: $(STAMP)  ## the whole suite against a real PostgreSQL (and a real Redis, 
 	scripts/ensure-debian-packages libreoffice-calc-nogui=soffice chromium=chromium  # the export probe's spreadsheet engine; the console's browser
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
-lint: $(STAMP)  ## format check, lint, import contracts, strict typing
-	$(BIN)/ruff format --check src tests bench
-	$(BIN)/ruff check src tests bench
+lint: $(STAMP)  ## format check, lint, import contracts and the faces' rules, strict typing
+	$(BIN)/ruff format --check src tests bench scripts/check-faces
+	$(BIN)/ruff check src tests bench scripts/check-faces
 	$(BIN)/lint-imports
+	$(BIN)/python scripts/check-faces
 	$(BIN)/mypy
 
 clean:

@@ -42,8 +42,7 @@ from events_svc.verbs.dispatch import next_dispatch_due, run_dispatch_pass
 from events_svc.verbs.events import sweep_done_events
 from events_svc.verbs.leads import LeadOptions, next_lead_due, run_lead_pass
 from events_svc.verbs.mail import CHANNEL, PassOptions, RunSummary, next_due, run_mail_pass
-from events_svc.verbs.operations import OperationOptions, run_operation_pass
-from events_svc.verbs.operations.batch import next_operation_due
+from events_svc.verbs.operations import OperationOptions, next_operation_due, run_operation_pass
 
 log = logging.getLogger("events_svc.scheduler")
 

@@ -2,7 +2,7 @@
 previewed on, the refusals, the one start transaction (event change, one ics_sequence
 bump, mail lines re-timed, the audience snapshot, audit rows) and its rollback, racing
 starts, and the PATCH fence (real PostgreSQL through the real HTTP app). The audience
-changing around the snapshot is in test_operations_audience.py."""
+changing around the snapshot is in test_audience.py."""
 
 from __future__ import annotations
 

@@ -27,8 +27,8 @@ from events_svc.actors import SYSTEM
 from events_svc.db import transaction
 from events_svc.models import AnswerInput, AttendeeInput
 from events_svc.settings import Settings
-from events_svc.verbs.registrations import COMBINER, Registered, register
-from events_svc.verbs.registrations.take_seats import RegisterRequest, register_batch_in
+from events_svc.verbs.registrations import COMBINER, Registered, RegisterRequest, register
+from events_svc.verbs.registrations.take_seats import register_batch_in
 from tests.probes.helpers import Api, add_slot, add_ticket, make_event, run, scheduler, template
 
 SINGLES, GROUPS = 256, 64

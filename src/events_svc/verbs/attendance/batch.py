@@ -7,10 +7,10 @@ rows; a job another worker holds is left to it), claims its next `batch` unproce
 rows in row order `FOR UPDATE SKIP LOCKED`, and resolves each one set-based (barcode
 exact match, or id; visible to the job's actor; archived or invisible:
 `unknown_barcode`; another event: `wrong_event`). It then locks the event row once
-(`states.lock_event`), then the named registrations of this event in ONE statement
-ordered by id (the lock strength of `registrations.records.lock_registration`, one round trip
-for the batch; the lock order event -> registration), decides each
-row on the locked registration (archived meanwhile: `unknown_barcode`; named by an
+(`registrations.states.lock_event_by_id`), then the named registrations of this event in
+ONE statement ordered by id (the lock strength of `registrations.records.lock_registration`,
+one round trip for the batch; the lock order event -> registration), decides each row on
+the locked registration (archived meanwhile: `unknown_barcode`; named by an
 earlier row: `duplicate_row`; `draft`/`cancel`: `not_confirmed`; `done`:
 `already_marked`; `open`: `marked` through `states.write_state`, the ONE transition,
 which stamps `date_closed` and audits `registration_set_done` as the job's actor, and
@@ -39,7 +39,7 @@ from events_svc.diagnostics import error_fields
 from events_svc.settings import Settings
 from events_svc.verbs.audit import write_audit
 from events_svc.verbs.jobs import after_failure, failure_code, run_batches, work_one_batch
-from events_svc.verbs.registrations import lock_event, write_state
+from events_svc.verbs.registrations import lock_event_by_id, write_state
 
 log = logging.getLogger("events_svc.attendance")
 
@@ -209,7 +209,7 @@ async def _mark_named(
         return
     actor = job_actor(job)
     earlier = {r["id"] for r in await conn.fetch(_NAMED_EARLIER, job["id"], named)}
-    event = await lock_event(conn, job["event_id"])
+    event = await lock_event_by_id(conn, job["event_id"])
     locked = {r["id"]: dict(r) for r in await conn.fetch(_LOCK_REGISTRATIONS, named)}
     note = {"source": "import", "job": str(job["id"])}
     for row in (r for r in rows if r["row_no"] not in decided):

@@ -6,16 +6,13 @@ settles one receipt per trigger (`receipts`), and maps each purpose to its templ
 the separate consumer that may.
 """
 
-from events_svc.verbs.dispatch.feed import next_dispatch_due, take_feed
-from events_svc.verbs.dispatch.pass_ import DispatchSummary, dispatch_batch, run_dispatch_pass
+from events_svc.verbs.dispatch.feed import next_dispatch_due
+from events_svc.verbs.dispatch.pass_ import run_dispatch_pass
 from events_svc.verbs.dispatch.templates import list_trigger_templates, set_trigger_template
 
 __all__ = [
-    "DispatchSummary",
-    "dispatch_batch",
     "list_trigger_templates",
     "next_dispatch_due",
     "run_dispatch_pass",
     "set_trigger_template",
-    "take_feed",
 ]

@@ -57,8 +57,11 @@ from events_svc.verbs.dispatch.receipts import (
     park_failed_batch,
     settle,
 )
-from events_svc.verbs.mail import PassOptions, refusal
-from events_svc.verbs.mail.pass_ import Senders  # the scheduler mails' rule
+from events_svc.verbs.mail import (
+    PassOptions,
+    Senders,  # the scheduler mails' rule
+    refusal,
+)
 
 FEED_READS = 20  # feed batches per pass (then `more`: the loop comes back at once)
 

@@ -15,7 +15,11 @@ The operations lane sends nothing: it writes no outbox row, calls no port and op
 connection but the database's.
 """
 
-from events_svc.verbs.operations.batch import OperationOptions, run_operation_pass
+from events_svc.verbs.operations.batch import (
+    OperationOptions,
+    next_operation_due,
+    run_operation_pass,
+)
 from events_svc.verbs.operations.view import list_operations
 
-__all__ = ["OperationOptions", "list_operations", "run_operation_pass"]
+__all__ = ["OperationOptions", "list_operations", "next_operation_due", "run_operation_pass"]

@@ -11,8 +11,8 @@ paused or failed) of the same kind, or of any kind when this start changes the e
 was), is 409 `operation_in_progress` naming its kind (a partial unique index backs the
 same-kind rule).
 
-A reschedule or a cancellation writes the event through `event_change.write_change` (the
-same checked write as a PATCH: scheduler lines re-time, one audit row), which bumps
+A reschedule or a cancellation writes the event through `verbs.events.change.write_change`
+(the same checked write as a PATCH: scheduler lines re-time, one audit row), which bumps
 `ics_sequence` by one. A reminder or follow-up leaves the event as it is. The snapshot
 holds each active open/done registration (created at or before the cutoff, for a
 reminder or follow-up) with its version, and the event's revision and sequence after

@@ -16,25 +16,34 @@ from events_svc.verbs.registrations.combiner import COMBINER, register
 from events_svc.verbs.registrations.records import get_registration_state, lock_registration
 from events_svc.verbs.registrations.seats import ensure_cap_covers_taken, event_cap, get_seat_view
 from events_svc.verbs.registrations.states import (
-    lock_event,
+    lock_event_by_id,
     lock_for_change,
     lock_scope,
     write_state,
 )
-from events_svc.verbs.registrations.take_seats import MintState, Registered
+from events_svc.verbs.registrations.take_seats import (
+    MintState,
+    Registered,
+    RegisterRequest,
+    SaleMint,
+    register_in,
+)
 
 __all__ = [
     "COMBINER",
     "MintState",
+    "RegisterRequest",
     "Registered",
+    "SaleMint",
     "ensure_cap_covers_taken",
     "event_cap",
     "get_registration_state",
     "get_seat_view",
-    "lock_event",
+    "lock_event_by_id",
     "lock_for_change",
     "lock_registration",
     "lock_scope",
     "register",
+    "register_in",
     "write_state",
 ]

@@ -76,8 +76,10 @@ _VERBS: dict[State, str] = {
 }
 
 
-async def lock_event(conn: Connection, event_id: UUID) -> dict[str, Any]:
-    """The event row, locked first: the seat fields and kanban state the writes need."""
+async def lock_event_by_id(conn: Connection, event_id: UUID) -> dict[str, Any]:
+    """The event row, locked first: the seat fields and kanban state the writes need. No
+    company fence: the caller found the registration or order that names it within its
+    fence (`verbs.fence.lock_event` is the fenced lock)."""
     return dict(must(await conn.fetchrow(_LOCK_EVENT, event_id)))
 
 
@@ -164,7 +166,7 @@ async def lock_for_change(
     is the caller's `find_registration` answer when it already looked the row up."""
     if found is None:
         found = await find_registration(conn, actor, registration_id)
-    event = await lock_event(conn, found["event_id"])
+    event = await lock_event_by_id(conn, found["event_id"])
     ticket = None
     if seats:
         ticket = await lock_scope(conn, found["event_slot_id"], found["event_ticket_id"])

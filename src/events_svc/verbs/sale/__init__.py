@@ -8,6 +8,6 @@
 - `linked_products`: the host products an event's tickets and booth categories name.
 """
 
-from events_svc.verbs.sale.truth import OrderState, sale_composed_state
+from events_svc.verbs.sale.truth import sale_composed_state
 
-__all__ = ["OrderState", "sale_composed_state"]
+__all__ = ["sale_composed_state"]

@@ -34,12 +34,14 @@ from events_svc.models.sale import OrderConfirmed, SeamLine
 from events_svc.verbs.booths import book_for_order_line, latch_paid_booths
 from events_svc.verbs.registrations import (
     MintState,
-    lock_event,
+    RegisterRequest,
+    SaleMint,
+    lock_event_by_id,
     lock_registration,
     lock_scope,
+    register_in,
     write_state,
 )
-from events_svc.verbs.registrations.take_seats import RegisterRequest, SaleMint, register_in
 from events_svc.verbs.sale.inbox import Effect, deliver
 from events_svc.verbs.sale.truth import OrderState, sale_composed_state
 
@@ -216,7 +218,9 @@ async def _lock_order_rows(
 ) -> tuple[dict[UUID, dict[str, Any]], dict[UUID, dict[str, Any] | None], list[dict[str, Any]]]:
     """Lock the order's events, slots, tickets, then its registrations (by id)."""
     found = await conn.fetch(_ORDER_ROWS, order_id, actor.company_id)
-    events = {eid: await lock_event(conn, eid) for eid in sorted({r["event_id"] for r in found})}
+    events = {
+        eid: await lock_event_by_id(conn, eid) for eid in sorted({r["event_id"] for r in found})
+    }
     slots = sorted({r["event_slot_id"] for r in found if r["event_slot_id"] is not None})
     for slot_id in slots:
         await lock_scope(conn, slot_id, None)
