@@ -97,7 +97,6 @@ async def combiner_run(
     admin_url: str, sizes: list[int], clients: list[int], seconds: float
 ) -> tuple[list[str], list[str], list[str]]:
     """(the table's rows, the batch-size lines, the processes rows)."""
-
     url = await fresh_database(admin_url)
     conn = await asyncpg.connect(url)
     pool = await create_pool(url, Settings(database_url=url, pool_min=1, pool_max=2))
@@ -146,7 +145,6 @@ async def combiner_run(
 
 async def _processes(url: str, token: str, conn: asyncpg.Connection, seconds: float) -> list[str]:
     """96 clients through one service process, then through three."""
-
     event_id = await fresh_event(conn, 100_000, 990)
     await vacuum(conn)
     rows = []
