@@ -18,9 +18,11 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
-from events_svc.embedded import scratch_server
+from events_svc.embedded import running_url, scratch_server
 
 FOLDER = (
     "/dev/shm"
@@ -32,6 +34,7 @@ CONFIG = {
     "full_page_writes": "off",
     "max_connections": "400",
 }
+PREFIX = "events-test-"
 # how the controlling process hands the URL to its workers (`workerinput`)
 URL_KEY = "events_admin_url"
 
@@ -51,5 +54,19 @@ def database_server() -> Iterator[str]:
         with container.with_command(f"postgres {settings}") as pg:
             yield pg.get_connection_url()
         return
-    with scratch_server("events-test-", CONFIG, FOLDER) as url:
+    if FOLDER:
+        _remove_abandoned(Path(FOLDER))
+    with scratch_server(PREFIX, CONFIG, FOLDER) as url:
         yield url
+
+
+def _remove_abandoned(parent: Path) -> None:
+    """Free the memory of earlier sessions' servers that were killed before they could
+    remove their folder: no live server in it, and untouched for an hour."""
+    for folder in parent.glob(f"{PREFIX}*"):
+        try:
+            idle = time.time() - folder.stat().st_mtime
+        except FileNotFoundError:
+            continue
+        if idle > 3600 and running_url(folder) is None:
+            shutil.rmtree(folder, ignore_errors=True)
