@@ -2,12 +2,16 @@
 CSRF token of a page (`csrf_of`), a real uvicorn serving the app, a real chromium driven by
 Playwright, sign-in by pasting a minted token, and `shot()`, which stores a screenshot and
 its page text under .tmp/screenshots/ and asserts the text holds no synthetic email,
-phone, token, answer text or exported row, and that the page does not scroll sideways."""
+phone, token, answer text or exported row, and that the page does not scroll sideways;
+and what several probe modules share: the browser runs (`RUNS`) and their screenshot
+names, an attendee registered through the admin API, an admin API client and a signed-in
+console client of given scopes, a page's error codes and a form's submit."""
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import itertools
 import os
 import re
 import shutil
@@ -25,6 +29,7 @@ import uvicorn
 from playwright.async_api import Browser, BrowserContext, Page, Playwright, async_playwright
 
 from events_svc.verbs.tokens import create_token
+from tests.probes.helpers import BASE, Api
 
 STUDIO = "http://test/studio"
 SHOTS = Path(__file__).resolve().parents[3] / ".tmp" / "screenshots"
@@ -220,3 +225,64 @@ def readable_url(url: str, note: str = "scan") -> str:
             shown = (zlib.decompress(raw) if compressed else raw).decode()
         query.append(f"{key}={shown}")
     return urlunsplit(parts._replace(query="&".join(query)))
+
+
+# --- shared by the probe modules -----------------------------------------------------------
+
+# each browser flow at both sizes, with JavaScript on and off
+RUNS = [("desktop", True), ("phone", True), ("desktop", False), ("phone", False)]
+# a barcode no registration carries
+UNKNOWN = "99999999999999"
+
+
+def suffix(size: str, js: bool) -> str:
+    return size if js else f"{size}-nojs"
+
+
+def shot_name(area: str, size: str, js: bool) -> str:
+    return f"{area}-{size}" + ("" if js else "-nojs")
+
+
+SERIAL = itertools.count(1000)
+
+
+async def attendee(admin: httpx.AsyncClient, event_id: str) -> dict[str, Any]:
+    """An open registration with a synthetic email and phone of its own (never shown)."""
+    k = next(SERIAL)
+    person = {"name": "Ada Lovelace", "email": f"ada{k}@example.org", "phone": f"+44207946{k}"}
+    r = await admin.post("/admin/registrations", json={"event_id": event_id, **person})
+    assert r.status_code == 201, r.text
+    return dict(r.json())
+
+
+async def client_of(api: Api, *scopes: str) -> httpx.AsyncClient:
+    """An admin API client with a token of `scopes`."""
+    headers = await api.token(*scopes)
+    return httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=api.app), base_url=BASE, headers=headers
+    )
+
+
+@asynccontextmanager
+async def console_of(api: Api, *scopes: str) -> AsyncIterator[tuple[httpx.AsyncClient, str]]:
+    """A console client signed in with a token of `scopes`, and its CSRF token."""
+    async with client(api.app) as c:
+        token = (await api.token(*scopes))["Authorization"].removeprefix("Bearer ")
+        csrf = await csrf_of(c, "/sign-in")
+        signed = await c.post("/sign-in", data={"token": token, "csrf_token": csrf})
+        assert signed.status_code == 303
+        yield c, await csrf_of(c, "/sign-in")
+
+
+def code_of(text: str) -> list[str]:
+    """The codes a console page shows (error page status line or error summary)."""
+    return re.findall(r"<code>([a-z_]+)</code>", text)
+
+
+async def submit(page: Page, label: str) -> int:
+    """Click the submit button named `label`; the status of the page it leads to."""
+    async with page.expect_navigation() as nav:
+        await page.get_by_role("button", name=label).click()
+    response = await nav.value
+    assert response is not None
+    return response.status

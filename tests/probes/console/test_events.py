@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.probes.console.kit import Studio, api_status, client
+from tests.probes.console.kit import Studio, api_status, client, csrf_of
 from tests.probes.helpers import (
     BEGIN,
     Api,
@@ -35,13 +35,6 @@ def shot_name(area: str, size: str, js: bool = True) -> str:
 
 
 # --- the console over httpx (for parity and statuses) -----------------------------------
-
-
-async def csrf_of(c: httpx.AsyncClient, path: str) -> str:
-    text = (await c.get(path)).text
-    marker = 'name="csrf_token" value="'
-    start = text.index(marker) + len(marker)
-    return text[start : text.index('"', start)]
 
 
 @asynccontextmanager

@@ -1,29 +1,21 @@
-"""The console's export (columns → preview → confirm → download) and event operations
-(kind → preview → confirm → progress → result) in a real browser at 1440x900 and 390x844,
-with JavaScript on and off, each held to the admin API: the same CSV, the same audience
-and triggers, the same refusal codes (a reused confirmation, a stale start, a finished
-operation, a missing scope)."""
+"""The console's event operations (kind → preview → confirm → progress → result) in a real
+browser at 1440x900 and 390x844, with JavaScript on and off, held to the admin API: the
+same audience and triggers as a twin operation run through the API, the page following
+the batches by itself (or resumed by hand), a cancel keeping the triggers already written,
+and the same refusal codes (a stale start, a repeated or concurrent start, a missing
+revision, a finished operation, a bad date range, a missing scope)."""
 
 from __future__ import annotations
 
-import asyncio
-import csv
-import io
-import re
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from playwright.async_api import Page
 
 from events_svc.verbs.operations import OperationOptions, run_operation_pass
-from tests.probes.console.kit import api_status
+from tests.probes.console.kit import api_status, client_of, code_of, console_of, shot_name, submit
 from tests.probes.helpers import (
-    BASE,
     MOVED,
     Api,
     finish,
@@ -35,155 +27,8 @@ from tests.probes.helpers import (
 )
 
 # each flow at both sizes, with JavaScript on and off
-EXPORT_FLOWS = [("desktop", True), ("phone", True), ("desktop", False), ("phone", False)]
 OPERATION_FLOWS = [("desktop", True), ("phone", True), ("desktop", False), ("phone", False)]
 SIZES = ["desktop", "phone"]
-# the defaults the choose page checks, in file order
-DEFAULT_COLUMNS = ["id", "name", "email", "state", "ticket", "barcode", "created_at"]
-
-
-def shot_name(area: str, size: str, js: bool) -> str:
-    return f"{area}-{size}" + ("" if js else "-nojs")
-
-
-async def client_of(api: Api, *scopes: str) -> httpx.AsyncClient:
-    """An admin API client with a token of `scopes`."""
-    headers = await api.token(*scopes)
-    return httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=api.app), base_url=BASE, headers=headers
-    )
-
-
-@asynccontextmanager
-async def console_of(api: Api, *scopes: str) -> AsyncIterator[tuple[httpx.AsyncClient, str]]:
-    """A console client signed in with a token of `scopes`, and its CSRF token."""
-    transport = httpx.ASGITransport(app=api.app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://test/studio") as c:
-        token = (await api.token(*scopes))["Authorization"].removeprefix("Bearer ")
-        csrf = await csrf_of(c, "/sign-in")
-        signed = await c.post("/sign-in", data={"token": token, "csrf_token": csrf})
-        assert signed.status_code == 303
-        yield c, await csrf_of(c, "/sign-in")
-
-
-async def csrf_of(c: httpx.AsyncClient, path: str) -> str:
-    text = (await c.get(path)).text
-    return hidden(text, "csrf_token")
-
-
-def hidden(text: str, name: str) -> str:
-    found = re.search(rf'name="{name}" value="([^"]*)"', text)
-    assert found, name
-    return found.group(1)
-
-
-def code_of(text: str) -> list[str]:
-    """The codes a console page shows (error page status line or error summary)."""
-    return re.findall(r"<code>([a-z_]+)</code>", text)
-
-
-async def submit(page: Page, label: str) -> int:
-    """Click the submit button named `label`; the status of the page it leads to."""
-    async with page.expect_navigation() as nav:
-        await page.get_by_role("button", name=label).click()
-    response = await nav.value
-    assert response is not None
-    return response.status
-
-
-# --- export ----------------------------------------------------------------------------
-
-
-async def api_export(api: Api, event_id: str, columns: list[str]) -> tuple[str, str]:
-    """The API's preview and download of `columns` (a masked token); the CSV and the
-    confirmation it used."""
-    async with await client_of(api, "registration:export") as c:
-        r = await c.post(f"/admin/events/{event_id}/exports/preview", json={"columns": columns})
-        assert r.status_code == 200, r.text
-        token = r.json()["confirmation_token"]
-        csv_answer = await c.post(
-            f"/admin/events/{event_id}/exports", json={"confirmation_token": token}
-        )
-        assert csv_answer.status_code == 200
-        return csv_answer.text, token
-
-
-def rows_of(text: str) -> list[list[str]]:
-    return list(csv.reader(io.StringIO(text, newline="")))
-
-
-@pytest.mark.parametrize(("size", "js"), EXPORT_FLOWS)
-async def test_export_preview_confirm_download_equals_the_api(
-    studio: Any, api: Api, admin: httpx.AsyncClient, size: str, js: bool
-) -> None:
-    event = await make_event(admin)
-    await seed(api, event["id"], 3)
-    page = await studio.open("registration:export", size=size, js=js)
-    await page.goto(studio.url(f"/events/{event['id']}/export"))
-    checked = await page.locator("input[name=columns]:checked").evaluate_all(
-        "els => els.map(e => e.value)"
-    )
-    assert checked == DEFAULT_COLUMNS
-    assert "Email (masked)" in await page.inner_text("#field-columns")
-    await studio.shot(page, shot_name("export-choose", size, js))
-
-    await page.check("#field-columns-phone")
-    assert await submit(page, "Preview the export") == 200
-    assert await page.inner_text("#exp-row-count") == "3"
-    assert "Expires at" in await page.inner_text("main")
-    await studio.shot(page, shot_name("export-preview", size, js))
-
-    async with page.expect_download() as info:
-        await page.get_by_role("button", name="Confirm and download the CSV").click()
-    download = await info.value
-    assert download.suggested_filename.endswith(".csv")
-    got = await asyncio.to_thread(Path(await download.path()).read_text)
-    rows = rows_of(got)
-    studio.secrets.update(line for line in got.splitlines()[1:] if line)
-    assert rows[0] == [*DEFAULT_COLUMNS[:3], "phone", *DEFAULT_COLUMNS[3:]]
-    expected, used = await api_export(api, event["id"], rows[0])
-    assert rows == rows_of(expected)  # header, row count, masked values: the same file
-    assert len(rows) == 4
-    assert sorted(r[2] for r in rows[1:]) == ["g***@example.org"] * 3  # masked
-    await studio.shot(page, shot_name("export-done", size, js))
-
-    # the confirmation is single use: the same form again is the API's 409
-    assert await submit(page, "Confirm and download the CSV") == 409
-    assert "export_confirmation_invalid" in await page.inner_text("main")
-    await studio.shot(page, shot_name("export-reused", size, js))
-    async with await client_of(api, "registration:export") as c:
-        path = f"/admin/events/{event['id']}/exports"
-        again = await api_status(c, "POST", path, json={"confirmation_token": used})
-    assert again == (409, "export_confirmation_invalid")
-
-
-async def test_export_refusals_carry_the_api_codes(api: Api, admin: httpx.AsyncClient) -> None:
-    event = await make_event(admin)
-    path = f"/events/{event['id']}/export/preview"
-    async with (
-        console_of(api, "registration:export") as (c, csrf),
-        await client_of(api, "registration:export") as a,
-    ):
-        api_path = f"/admin/events/{event['id']}/exports/preview"
-        for columns, code in (
-            (["id", "id"], "export_column_duplicate"),
-            (["id", "nope"], "export_column_unknown"),
-        ):
-            page = await c.post(path, data={"csrf_token": csrf, "columns": columns})
-            assert page.status_code == 422 and code in code_of(page.text)
-            assert 'href="#field-columns"' in page.text  # the summary links the group
-            assert await api_status(a, "POST", api_path, json={"columns": columns}) == (422, code)
-        none = await c.post(path, data={"csrf_token": csrf})
-        assert none.status_code == 422 and 'href="#field-columns"' in none.text
-        assert (await api_status(a, "POST", api_path, json={"columns": []}))[0] == 422
-        blank = await c.post(f"/events/{event['id']}/export", data={"csrf_token": csrf})
-        assert blank.status_code == 422
-        # an unknown event is 404 in both
-        gone = "/events/00000000-0000-4000-8000-000000000000/export"
-        assert (await c.get(gone)).status_code == 404
-
-
-# --- event operations ------------------------------------------------------------------
 
 
 async def api_operation_result(api: Api, admin: httpx.AsyncClient) -> dict[str, Any]:
