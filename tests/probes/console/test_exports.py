@@ -15,11 +15,18 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.probes.console.kit import api_status, client_of, code_of, console_of, shot_name, submit
+from tests.probes.console.kit import (
+    RUNS,
+    api_status,
+    client_of,
+    code_of,
+    console_of,
+    shot_name,
+    submit,
+)
 from tests.probes.helpers import Api, make_event, seed
 
 # each flow at both sizes, with JavaScript on and off
-EXPORT_FLOWS = [("desktop", True), ("phone", True), ("desktop", False), ("phone", False)]
 # the defaults the choose page checks, in file order
 DEFAULT_COLUMNS = ["id", "name", "email", "state", "ticket", "barcode", "created_at"]
 
@@ -42,7 +49,7 @@ def rows_of(text: str) -> list[list[str]]:
     return list(csv.reader(io.StringIO(text, newline="")))
 
 
-@pytest.mark.parametrize(("size", "js"), EXPORT_FLOWS)
+@pytest.mark.parametrize(("size", "js"), RUNS)
 async def test_export_preview_confirm_download_equals_the_api(
     studio: Any, api: Api, admin: httpx.AsyncClient, size: str, js: bool
 ) -> None:

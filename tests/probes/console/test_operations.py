@@ -14,7 +14,15 @@ import httpx
 import pytest
 
 from events_svc.verbs.operations import OperationOptions, run_operation_pass
-from tests.probes.console.kit import api_status, client_of, code_of, console_of, shot_name, submit
+from tests.probes.console.kit import (
+    RUNS,
+    api_status,
+    client_of,
+    code_of,
+    console_of,
+    shot_name,
+    submit,
+)
 from tests.probes.helpers import (
     MOVED,
     Api,
@@ -27,7 +35,6 @@ from tests.probes.helpers import (
 )
 
 # each flow at both sizes, with JavaScript on and off
-OPERATION_FLOWS = [("desktop", True), ("phone", True), ("desktop", False), ("phone", False)]
 SIZES = ["desktop", "phone"]
 
 
@@ -38,7 +45,7 @@ async def api_operation_result(api: Api, admin: httpx.AsyncClient) -> dict[str, 
     return await finish(admin, await start(admin, await preview(admin, twin["id"])))
 
 
-@pytest.mark.parametrize(("size", "js"), OPERATION_FLOWS)
+@pytest.mark.parametrize(("size", "js"), RUNS)
 async def test_operation_preview_confirm_progress_result_matches_the_api(
     studio: Any, api: Api, admin: httpx.AsyncClient, size: str, js: bool
 ) -> None:
