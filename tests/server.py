@@ -16,8 +16,10 @@ processes with pools.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import shutil
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -61,12 +63,38 @@ def database_server() -> Iterator[str]:
 
 
 def _remove_abandoned(parent: Path) -> None:
-    """Free the memory of earlier sessions' servers that were killed before they could
-    remove their folder: no live server in it, and untouched for an hour."""
+    """Free the memory of earlier sessions' servers whose session was killed before it could
+    clean up: the folder's lock (held by the session that made it, never by its postgres)
+    can be taken, so that session is gone; a server it left running is stopped, then the
+    folder goes. A folder younger than a minute may be one being made right now: kept."""
     for folder in parent.glob(f"{PREFIX}*"):
         try:
-            idle = time.time() - folder.stat().st_mtime
+            if time.time() - folder.stat().st_mtime < 60 or not _owner_gone(folder):
+                continue
         except FileNotFoundError:
             continue
-        if idle > 3600 and running_url(folder) is None:
-            shutil.rmtree(folder, ignore_errors=True)
+        if running_url(folder) is not None:  # our postgres, in this folder, orphaned
+            pid = int((folder / "pg" / "postmaster.pid").read_text().split()[0])
+            os.kill(pid, signal.SIGINT)  # a fast shutdown
+            for _ in range(100):
+                if running_url(folder) is None:
+                    break
+                time.sleep(0.1)
+            else:
+                continue  # still running: left for a later session
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _owner_gone(folder: Path) -> bool:
+    """True when no live process holds the folder's lock (or it never took one)."""
+    try:
+        handle = (folder / "serve.lock").open("a")
+    except FileNotFoundError:
+        return True
+    with handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        fcntl.flock(handle, fcntl.LOCK_UN)
+    return True

@@ -1,8 +1,9 @@
 """The standalone lead sink: a signed webhook (`EVENT_LEAD_WEBHOOK_URL`,
 `EVENT_LEAD_WEBHOOK_SECRET`).
 
-Each delivery is one POST of the JSON body `docs/api.md` fixes (`action`, `rule_id`,
-`event_id`, `grain`, `group_key`, `lead_id`, `registration_ids`, `new_registration_ids`),
+Each delivery is one POST of the JSON body `docs/architecture.md` fixes (`action`,
+`rule_id`, `event_id`, `grain`, `group_key`, `lead_id`, `registration_ids`,
+`new_registration_ids`),
 with `X-Events-Signature: sha256=<hex HMAC-SHA256 of the raw body>` and
 `Idempotency-Key: <provenance id>:<delivery number>`. A create expects a 2xx answer
 `{"lead_id": "..."}`; an update any 2xx. Timeouts are bounded; a transport error, a 429

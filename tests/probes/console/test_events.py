@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.probes.console.kit import Studio, api_status, client, csrf_of
+from tests.probes.console.kit import RUNS, Studio, api_status, client, csrf_of
 from tests.probes.helpers import (
     BEGIN,
     Api,
@@ -26,8 +26,6 @@ from tests.probes.helpers import (
     scheduler,
     template,
 )
-
-FLOWS = [("desktop", True), ("phone", True), ("desktop", False), ("phone", False)]
 
 
 def shot_name(area: str, size: str, js: bool = True) -> str:
@@ -73,7 +71,7 @@ async def event_state(admin: httpx.AsyncClient, event_id: str) -> tuple[Any, ...
 # --- browser flows ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("size", "js"), FLOWS)
+@pytest.mark.parametrize(("size", "js"), RUNS)
 async def test_list_detail_publish_unpublish_flow(
     studio: Studio, admin: httpx.AsyncClient, pool: Any, size: str, js: bool
 ) -> None:

@@ -26,7 +26,6 @@ from tests.probes.console.kit import (
 )
 from tests.probes.helpers import Api, make_event, seed
 
-# each flow at both sizes, with JavaScript on and off
 # the defaults the choose page checks, in file order
 DEFAULT_COLUMNS = ["id", "name", "email", "state", "ticket", "barcode", "created_at"]
 

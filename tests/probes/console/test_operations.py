@@ -34,7 +34,6 @@ from tests.probes.helpers import (
     trigger_rows,
 )
 
-# each flow at both sizes, with JavaScript on and off
 SIZES = ["desktop", "phone"]
 
 

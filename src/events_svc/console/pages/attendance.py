@@ -1,10 +1,11 @@
 """Console pages: the attendance import — upload, progress, per-row errors, resume, cancel.
 
 The upload form posts a CSV file (or pasted CSV text) to the same parser and the same
-`jobs.create_import` as `POST /admin/events/{id}/attendance-imports`. Its Idempotency-Key
-is minted per form render and carried as a hidden field, so a double submit of one form
-makes one job (the second answers the first's job). The file holds at most the API's
-5 MiB (the route's body limit leaves room for the form around it) and 10 000 rows.
+`verbs.attendance.jobs.create_import` as `POST /admin/events/{id}/attendance-imports`. Its
+Idempotency-Key is minted per form render and carried as a hidden field, so a double
+submit of one form makes one job (the second answers the first's job). The file holds at
+most the API's 5 MiB (the route's body limit leaves room for the form around it) and
+10 000 rows.
 
 The job page shows the counters, a `<progress>`, the first 100 rows in error (row number
 and code, never the row's text), and resume/cancel forms calling the API's verbs; while
