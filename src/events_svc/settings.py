@@ -7,6 +7,7 @@ variable, and the CLI turns that into one clear line and a non-zero exit.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -31,6 +32,15 @@ def _int(env: Mapping[str, str], name: str, default: int, *, minimum: int = 1) -
     if value < minimum:
         raise SettingsError(f"{name}={value} must be >= {minimum}")
     return value
+
+
+def _is_loopback(host: str) -> bool:
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:  # a host name: not known to be loopback
+        return False
 
 
 def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
@@ -149,6 +159,7 @@ class Settings:
     rate_limit_capability: str = "60/minute"
     rate_limit_email: str = "10/hour"
     rate_limit_desk: str = "600/minute"
+    rate_limit_event_intake: str = "1200/minute"
     rate_limit_storage: str = "memory://"
     public_base_url: str = ""
     max_body_bytes: int = 1024 * 1024
@@ -163,7 +174,17 @@ class Settings:
     export_concurrency: int = 2
     trigger_dispatch: bool = False
     console_secrets: tuple[str, ...] = field(default=(), repr=False)
+    # None: Secure unless the service listens on loopback (`console_cookie_secure`)
+    console_secure_cookie: bool | None = None
     register_batch_max: int = 64
+
+    @property
+    def console_cookie_secure(self) -> bool:
+        """Whether the console's session cookie carries `Secure`: as set, else on unless
+        the service listens on a loopback address (a local `make run` over plain http)."""
+        if self.console_secure_cookie is not None:
+            return self.console_secure_cookie
+        return not _is_loopback(self.host)
 
     def __post_init__(self) -> None:
         if self.pool_min > self.pool_max:
@@ -211,6 +232,7 @@ class Settings:
             rate_limit_capability=_limit(e, "EVENT_RATE_LIMIT_CAPABILITY", "60/minute"),
             rate_limit_email=_limit(e, "EVENT_RATE_LIMIT_EMAIL", "10/hour"),
             rate_limit_desk=_limit(e, "EVENT_RATE_LIMIT_DESK", "600/minute"),
+            rate_limit_event_intake=_limit(e, "EVENT_RATE_LIMIT_EVENT_INTAKE", "1200/minute"),
             rate_limit_storage=_storage(e, "EVENT_RATE_LIMIT_STORAGE"),
             public_base_url=_base_url(e, "EVENTS_PUBLIC_BASE_URL"),
             max_body_bytes=_int(e, "EVENTS_MAX_BODY_BYTES", 1024 * 1024, minimum=1024),
@@ -225,5 +247,10 @@ class Settings:
             export_concurrency=_int(e, "EVENTS_EXPORT_CONCURRENCY", 2),
             trigger_dispatch=_bool(e, "EVENT_TRIGGER_DISPATCH", False),
             console_secrets=_secrets(e, "EVENTS_CONSOLE_SECRET"),
+            console_secure_cookie=(
+                _bool(e, "EVENTS_CONSOLE_SECURE_COOKIE", False)
+                if e.get("EVENTS_CONSOLE_SECURE_COOKIE", "").strip()
+                else None
+            ),
             register_batch_max=_int(e, "EVENTS_REGISTER_BATCH_MAX", 64),
         )

@@ -96,13 +96,15 @@ from events_svc.errors.invalid import (
     SlotRequired,
     TemplateInvalid,
     TemplateNotFound,
+    TemplateNotInCompany,
+    TemplateTooComplex,
     TemplateVariableUnknown,
     TicketNotInEvent,
     UnknownField,
     UseMarkDone,
     ValidationFailed,
 )
-from events_svc.errors.leads import LeadAxisUnknown, LeadNotFound
+from events_svc.errors.leads import LeadAxisUnknown, LeadNotFound, LeadPredicateOutOfScope
 from events_svc.errors.operations import (
     AudienceCutoffInFuture,
     OperationAlreadyStarted,
@@ -176,6 +178,7 @@ __all__ = [
     "InvalidTimezone",
     "LeadAxisUnknown",
     "LeadNotFound",
+    "LeadPredicateOutOfScope",
     "MethodNotAllowed",
     "MissingScope",
     "NoPipeEndStage",
@@ -216,7 +219,9 @@ __all__ = [
     "StaleRevision",
     "TemplateInvalid",
     "TemplateNotFound",
+    "TemplateNotInCompany",
     "TemplateRendererNotComposed",
+    "TemplateTooComplex",
     "TemplateVariableUnknown",
     "TicketHasRegistrations",
     "TicketNotInEvent",

@@ -208,6 +208,22 @@ class TemplateNotFound(DomainError):
     status = 422
 
 
+class TemplateNotInCompany(DomainError):
+    """A line may use only a template of its event's (or the actor's) company, or a platform
+    template."""
+
+    code = "template_not_in_company"
+    status = 422
+
+
+class TemplateTooComplex(DomainError):
+    """The template parses into a larger tree than a template may have (`limit` names the
+    bound it passed)."""
+
+    code = "template_too_complex"
+    status = 422
+
+
 class TemplateVariableUnknown(DomainError):
     """The template names a variable outside its documented context."""
 

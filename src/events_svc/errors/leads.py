@@ -1,4 +1,4 @@
-"""The refusals of the CRM lead rules (a 404 and a 422)."""
+"""The refusals of the CRM lead rules (a 404 and two 422s)."""
 
 from __future__ import annotations
 
@@ -25,3 +25,10 @@ class LeadAxisUnknown(DomainError):
 
     def __init__(self, detail: str | None = None, **fields: Any) -> None:
         super().__init__(detail, vocabulary=list(LEAD_AXES), **fields)
+
+
+class LeadPredicateOutOfScope(DomainError):
+    """A predicate names an event, type, company or question the actor cannot see."""
+
+    code = "lead_predicate_out_of_scope"
+    status = 422
