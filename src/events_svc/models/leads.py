@@ -101,7 +101,11 @@ class LeadGroups(View):
 
 
 class LeadRuleView(View):
+    """A rule as read; `company_id` (read-only) is the company of the actor that created
+    it, null for a platform rule."""
+
     id: UUID
+    company_id: UUID | None
     name: str
     active: bool
     trigger: LeadTrigger

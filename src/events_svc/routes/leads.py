@@ -1,6 +1,7 @@
 """Admin routes of the CRM lead rules: the rules (with the answer-to-rule bridge), the
 queue, one lead pass now, and the relink of a merged lead. Reads need `event:read`,
-writes `lead:write`."""
+writes `lead:write`. Every route is fenced by the actor's company (the verbs hold the
+rules: `verbs/leads/rules.py`, `queue.py`, `pass_.py`)."""
 
 from __future__ import annotations
 
@@ -34,7 +35,8 @@ Write = Annotated[Actor, require("lead:write")]
 async def list_lead_rules(
     ctx: Ctx, actor: Read, limit: Limit = None, cursor: Cursor = None
 ) -> Response:
-    return answer(Page[LeadRuleView], await rules.list_rules(ctx.db(), limit=limit, cursor=cursor))
+    found = await rules.list_rules(ctx.db(), actor, limit=limit, cursor=cursor)
+    return answer(Page[LeadRuleView], found)
 
 
 @router.post("/admin/lead-rules", status_code=201, response_model=LeadRuleView)
@@ -55,7 +57,7 @@ async def create_lead_rule_from_answer(
 
 @router.get("/admin/lead-rules/{rule_id}", response_model=LeadRuleView)
 async def get_lead_rule(ctx: Ctx, actor: Read, rule_id: UUID) -> Response:
-    return answer(LeadRuleView, await rules.get_rule(ctx.db(), rule_id))
+    return answer(LeadRuleView, await rules.get_rule(ctx.db(), actor, rule_id))
 
 
 @router.patch("/admin/lead-rules/{rule_id}", response_model=LeadRuleView)
@@ -84,13 +86,15 @@ async def list_lead_requests(
 @router.post("/admin/lead-requests/run", response_model=LeadRunView)
 async def run_lead_requests(ctx: Ctx, actor: Write) -> Response:
     """One lead pass now; it shares the lease with the scheduled pass and ignores the
-    back-off of parked requests."""
+    back-off of parked requests. A company actor's run works only its company's events'
+    requests; an actor without a company's, every request."""
     summary = await run_lead_pass(
         ctx.db(),
         ctx.ports.lead_sink,
         LeadOptions.from_settings(ctx.settings),
         ctx.clock(),
         force=True,
+        company_id=actor.company_id,
     )
     return answer(LeadRunView, summary.as_dict())
 

@@ -3,9 +3,12 @@ event, upserted `done = false` with a new `generation`).
 
 - A rule created, re-activated, or edited while active queues every event it can match
   (`queue_for_rule`): its events, the events of its types or companies, the events its
-  question is linked to, as `event.lead_admits_event` says.
+  question is linked to, as `event.lead_admits_event` says, within the rule's company
+  fence (`event.visible_to(event company, rule company)`: a company's rule never queues
+  another company's event, even on a shared type or question).
 - A registration minted or entering `open` queues its event when an active rule matches
-  it (`queue_for_registrations`): trigger `create` on mint, `confirm` on entering open. A
+  it (`queue_for_registrations`, the same fence): trigger `create` on mint, `confirm` on
+  entering open. A
   row minted `open` is both; a row entering `open` later queues the rules of both
   triggers, since the walk takes only `open`/`done` rows (a `create` rule's draft became
   eligible only now). The register verb (and so the sale seam's mints) and
@@ -42,6 +45,7 @@ WITH matched AS (
     WHERE e.id = $1 AND EXISTS (
         SELECT 1 FROM event.lead_rules r
         WHERE r.active AND r.trigger = ANY($3::event.lead_trigger[])
+          AND event.visible_to(e.company_id, r.company_id)  -- the rule's company fence
           AND NOT EXISTS (
               SELECT 1 FROM event.lead_rule_predicates p
               WHERE p.rule_id = r.id AND NOT event.lead_admits_event(
@@ -65,8 +69,8 @@ SELECT count(pg_notify($5, event_id::text)) FROM queued
 # every event an active rule can match, queued at once (rule create, activate, edit)
 _QUEUE_FOR_RULE = """
 WITH matched AS (
-    SELECT e.id FROM event.events e
-    WHERE EXISTS (SELECT 1 FROM event.lead_rules r WHERE r.id = $1 AND r.active)
+    SELECT e.id FROM event.events e JOIN event.lead_rules r ON r.id = $1 AND r.active
+    WHERE event.visible_to(e.company_id, r.company_id)  -- the rule's company fence
       AND NOT EXISTS (
           SELECT 1 FROM event.lead_rule_predicates p
           WHERE p.rule_id = $1 AND NOT event.lead_admits_event(

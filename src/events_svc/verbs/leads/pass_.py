@@ -5,10 +5,13 @@
 the statement): not done, not backing off, and not leased, or leased longer ago than the
 lease (900 s): a dead walker's request is claimed again, at least once. The lease column
 holds the exclusion for the walker's whole per-event work: the loop's pass and the
-officer's `POST /admin/lead-requests/run` share it. At most `cap` requests per pass.
+officer's `POST /admin/lead-requests/run` share it. At most `cap` requests per pass. A
+company actor's run claims only the requests of its company's events.
 
 **Work** (each request on its own, each step its own transaction): the event's active
-rules that admit it, each walked to the end (`walk.walk_rule`), then every undelivered
+rules that admit it and whose company sees it (`event.visible_to(event company, rule
+company)`: a company's rule never reaches another company's event, whatever its
+predicates name), each walked to the end (`walk.walk_rule`), then every undelivered
 group number of the event handed to the sink (`walk.deliver_pending`), after its rows
 committed. **Finish** clears the lease, and marks the request done unless it was queued
 again meanwhile (`generation` moved: it stays due). **A refusal parks it loudly:** done
@@ -45,6 +48,8 @@ WITH picked AS (
       AND (claimed_at IS NULL OR claimed_at <= $1 - $2::float8 * interval '1 second')
       AND ($6::uuid IS NULL OR event_id = $6)
       AND NOT (id = ANY($7::uuid[]))  -- worked once in this pass already
+      AND ($8::uuid IS NULL OR EXISTS (  -- a company's run: its company's events only
+          SELECT 1 FROM event.events e WHERE e.id = event_id AND e.company_id = $8))
     ORDER BY queued_at, id
     LIMIT $3
     FOR UPDATE SKIP LOCKED  -- a request another pass is claiming is left to it
@@ -64,7 +69,9 @@ RETURNING id
 _EVENT = "SELECT id, date_tz FROM event.events WHERE id = $1"
 _RULES = """
 SELECT r.id FROM event.lead_rules r, event.events e
-WHERE e.id = $1 AND r.active AND NOT EXISTS (
+WHERE e.id = $1 AND r.active
+  AND event.visible_to(e.company_id, r.company_id)  -- a rule reaches its company's events
+  AND NOT EXISTS (
     SELECT 1 FROM event.lead_rule_predicates p
     WHERE p.rule_id = r.id AND NOT event.lead_admits_event(
         p.axis, p.value_ids, p.question_id, e.id, e.event_type_id, e.company_id))
@@ -192,10 +199,13 @@ async def run_lead_pass(
     stopping: Callable[[], bool] = lambda: False,
     force: bool = False,
     event_id: UUID | None = None,
+    company_id: UUID | None = None,
 ) -> LeadSummary:
     """Claim and work requests until none is due or `cap` were taken (`more` then says
     work may be left). `force` ignores the back-off of parked requests (never a lease);
-    `event_id` works that event's request only."""
+    `event_id` works that event's request only; `company_id` (a company actor's run) only
+    the requests of that company's events (not the shared ones: they may carry other
+    companies' rules, and are left to the scheduled pass or a platform run)."""
     summary = LeadSummary()
     token = uuid4()
     worked: list[UUID] = []
@@ -205,7 +215,7 @@ async def run_lead_pass(
             claimed = [
                 dict(r)
                 for r in await conn.fetch(
-                    _CLAIM, now, options.lease_s, take, force, token, event_id, worked
+                    _CLAIM, now, options.lease_s, take, force, token, event_id, worked, company_id
                 )
             ]
         for index, req in enumerate(claimed):

@@ -3,6 +3,13 @@
 `relink_lead(old, new)` is the seam the host's lead merge calls: it moves every
 provenance row naming the old lead to the new one in ONE update (404 `lead_not_found`
 when none names it); no lead schema is touched from here (LEAD-TYPE-SPLIT).
+
+Both are fenced: the queue lists the requests of events the actor sees
+(`event.visible_to`); relink moves only the provenance rows the actor sees, those of a
+rule the actor sees (`event.lead_rule_visible_to`: a company actor's own company's
+rules) on an event it sees. An old lead id named only outside the actor's scope answers
+the same 404 `lead_not_found` as an unknown one, and nothing outside it moves: a guessed
+CRM id (often a small integer) tells nothing about other companies.
 """
 
 from __future__ import annotations
@@ -30,8 +37,12 @@ SELECT EXISTS (SELECT 1 FROM event.events WHERE id = $1 AND event.visible_to(com
 """
 _RELINK = """
 WITH moved AS (
-    UPDATE event.lead_provenances SET lead_id = $2, updated_at = $3 WHERE lead_id = $1
-    RETURNING id
+    UPDATE event.lead_provenances v SET lead_id = $2, updated_at = $3
+    FROM event.lead_rules r, event.events e
+    WHERE v.lead_id = $1 AND r.id = v.rule_id AND e.id = v.event_id
+      AND event.lead_rule_visible_to(r.company_id, $4)  -- the actor's rules only
+      AND event.visible_to(e.company_id, $4)
+    RETURNING v.id
 )
 SELECT count(*) FROM moved
 """
@@ -58,9 +69,11 @@ async def list_requests(
 
 
 async def relink_lead(pool: Pool, actor: Actor, old: str, new: str, now: datetime) -> int:
-    """Move the old lead's provenance to the new lead (one update); how many rows moved."""
+    """Move the old lead's provenance the actor sees to the new lead (one update); how
+    many rows moved. None in the actor's scope: 404 `lead_not_found`, as for an unknown
+    id."""
     async with transaction(pool) as conn:
-        moved = int(await conn.fetchval(_RELINK, old, new, now))
+        moved = int(await conn.fetchval(_RELINK, old, new, now, actor.company_id))
         if not moved:
             raise errors.LeadNotFound(field="old_lead_id")
         await write_audit(

@@ -10,6 +10,12 @@ upserts each group's provenance row and links the rows to it, numbered with the
 group's open delivery (a group whose latest delivery was already handed to the sink
 opens the next number).
 
+**The rule's company fence, again at the row.** The pass picks only rules whose company
+sees the event; the walk's own statement also takes only registrations visible to the
+rule's company (`event.visible_to(registration company, rule company)`: its own and
+shared rows; every row for a platform rule), so no rule ever links another company's
+registration, whatever its predicates name (defence in depth).
+
 **Deliver** (`deliver_pending`): each of the event's groups with an undelivered number,
 one number at a time: one short transaction marks the number sent (from then on new rows
 open the next number, so a delivery's content never changes) and reads its rows; the
@@ -44,6 +50,9 @@ WITH batch AS (
         END::event.lead_grain AS grain
     FROM event.registrations r
     WHERE r.event_id = $1::uuid AND r.id > $4::uuid AND r.state IN ('open', 'done') AND r.active
+      -- the rule's company fence, at the statement that picks rows (defence in depth)
+      AND EXISTS (SELECT 1 FROM event.lead_rules lr
+                  WHERE lr.id = $2 AND event.visible_to(r.company_id, lr.company_id))
       AND NOT EXISTS (SELECT 1 FROM event.lead_provenance_registrations j
                       WHERE j.rule_id = $2 AND j.registration_id = r.id)
       AND NOT EXISTS (SELECT 1 FROM event.lead_rule_predicates p
