@@ -1,13 +1,31 @@
 """Throttles of the public routes: fixed windows from `limits`.
 
-Keys: the client IP, the capability (or event id) in the path, and on intake each
-normalised attendee email. The client IP is the socket peer, or the RIGHTMOST
-`X-Forwarded-For` hop when `EVENT_TRUSTED_PROXY` is true (the hop our own proxy
-appended; the left-hand hops are the client's to forge). Storage is in-process
-(`memory://`) unless `EVENT_RATE_LIMIT_STORAGE` names a Redis that every
-instance shares. When that Redis is unreachable the throttle degrades to
-per-process windows (logged, retried every 30 s): requests are still answered,
-never with a 500.
+The rule: no window that every client shares can be filled by one client. So each
+window is either a client's own or counts only what the service ACCEPTED:
+
+- per client IP, every public request (refused ones too: they are that client's);
+- per link, for a link that is one person's (a private intake link, a my-tickets
+  link): every request on it, whoever sends it;
+- per (link, client IP) for a calendar link: it opens a published event's calendar,
+  a public document whose link is shared (an "add to calendar" button, many
+  subscribed calendar clients), so one client hammering it fills only its own window;
+- per normalised intake email and, for the intake by event id, a safety ceiling per
+  event (`EVENT_RATE_LIMIT_EVENT_INTAKE`): these count ACCEPTED registrations only.
+  `admit_*` tests the window's remaining count before the register verb (429 when the
+  registration would go over it: refused before anything is written) and
+  `count_accepted` hits it after the verb committed. Between the test and the hit
+  several requests in flight may each pass the same test: the window then overshoots
+  by at most the registrations in flight (bounded by the database pool of each
+  instance); it is a ceiling against floods, the exact quota is the seat count, which
+  the verb checks under row locks.
+
+The client IP is the socket peer, or the RIGHTMOST `X-Forwarded-For` hop when
+`EVENT_TRUSTED_PROXY` is true (the hop our own proxy appended; the left-hand hops are
+the client's to forge). Storage is in-process (`memory://`) unless
+`EVENT_RATE_LIMIT_STORAGE` names a Redis that every instance shares. When that Redis
+is unreachable the throttle degrades to per-process windows (logged, retried every
+30 s): requests are still answered, never with a 500. Keys hold digests, never a
+token or an email.
 """
 
 from __future__ import annotations
@@ -15,6 +33,10 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterable
+from typing import TypeVar
+from uuid import UUID
 
 from limits import RateLimitItem, parse
 from limits.aio.strategies import FixedWindowRateLimiter
@@ -27,6 +49,15 @@ from events_svc.settings import Settings, SettingsError
 
 log = logging.getLogger("events_svc.throttle")
 _RETRY_SHARED_S = 30
+T = TypeVar("T")
+
+
+def _digest(value: str) -> str:
+    return hashlib.sha256(value.encode()).hexdigest()[:32]
+
+
+def _email_key(email: str) -> str:
+    return _digest(email.strip().lower())  # never store emails
 
 
 class Throttle:
@@ -52,6 +83,7 @@ class Throttle:
         self.per_capability = parse(settings.rate_limit_capability)
         self.per_email = parse(settings.rate_limit_email)
         self.per_desk_actor = parse(settings.rate_limit_desk)
+        self.per_event_intake = parse(settings.rate_limit_event_intake)
 
     def client_ip(self, request: Request) -> str:
         if self.trusted_proxy:
@@ -61,37 +93,88 @@ class Throttle:
                 return hops[-1]
         return request.client.host if request.client else "unknown"
 
-    async def _limiter(self, item: RateLimitItem, *key: str) -> tuple[FixedWindowRateLimiter, bool]:
-        """(the limiter that counted this hit, whether the hit is allowed)."""
+    async def _run(
+        self, op: Callable[[FixedWindowRateLimiter], Awaitable[T]]
+    ) -> tuple[FixedWindowRateLimiter, T]:
+        """(the limiter that answered, its answer): the shared store, or this process's
+        own windows while the shared one is unreachable."""
         if time.monotonic() >= self.degraded_until:
             try:
-                return self.shared, await self.shared.hit(item, *key)
+                return self.shared, await op(self.shared)
             except Exception:  # an unreachable store must never turn into a 500
                 self.degraded_until = time.monotonic() + _RETRY_SHARED_S
                 log.warning(
                     "throttle store unreachable: using per-process windows for %ds", _RETRY_SHARED_S
                 )
-        return self.local, await self.local.hit(item, *key)
+        return self.local, await op(self.local)
 
-    async def _hit(self, item: RateLimitItem, *key: str) -> None:
-        limiter, allowed = await self._limiter(item, *key)
-        if not allowed:
+    async def _refused(
+        self, limiter: FixedWindowRateLimiter, item: RateLimitItem, *key: str
+    ) -> errors.RateLimited:
+        try:
             stats = await limiter.get_window_stats(item, *key)
             retry = max(1, int(stats.reset_time - time.time() + 0.999))
-            raise errors.RateLimited(headers={"Retry-After": str(retry)}, retry_after=retry)
+        except Exception:  # the store went away between the two calls
+            retry = item.get_expiry()
+        return errors.RateLimited(headers={"Retry-After": str(retry)}, retry_after=retry)
 
-    async def check(self, request: Request, scope: str, capability: str) -> None:
-        """Count this request against its IP and its capability (429 when over)."""
+    async def _hit(self, item: RateLimitItem, *key: str) -> None:
+        """Count this request (429 when the window is over)."""
+        limiter, allowed = await self._run(lambda lim: lim.hit(item, *key))
+        if not allowed:
+            raise await self._refused(limiter, item, *key)
+
+    async def _admit(self, item: RateLimitItem, cost: int, *key: str) -> None:
+        """429 when `cost` more would go over the window; counts nothing."""
+        limiter, allowed = await self._run(lambda lim: lim.test(item, *key, cost=cost))
+        if not allowed:
+            raise await self._refused(limiter, item, *key)
+
+    async def _count(self, item: RateLimitItem, cost: int, *key: str) -> None:
+        """Count what was accepted; never refuses (the registration is already written)."""
+        await self._run(lambda lim: lim.hit(item, *key, cost=cost))
+
+    async def check_client(self, request: Request, scope: str) -> None:
+        """Count this request against its client IP (429 when over)."""
         await self._hit(self.per_ip, scope, "ip", self.client_ip(request))
-        digest = hashlib.sha256(capability.encode()).hexdigest()[:32]  # never store tokens
-        await self._hit(self.per_capability, scope, "cap", digest)
 
-    async def check_email(self, email: str) -> None:
-        normalised = email.strip().lower()
-        digest = hashlib.sha256(normalised.encode()).hexdigest()[:32]  # never store emails
-        await self._hit(self.per_email, "intake", "email", digest)
+    async def check_link(self, request: Request, scope: str, capability: str) -> None:
+        """Count this request against its client IP and its link, a link that is one
+        person's: every request on it counts, whoever sends it."""
+        await self.check_client(request, scope)
+        await self._hit(self.per_capability, scope, "cap", _digest(capability))
+
+    async def check_public_link(self, request: Request, scope: str, capability: str) -> None:
+        """Count this request against its client IP and against its link FOR THIS CLIENT:
+        the link opens a public document and is shared, so one client cannot exhaust it
+        for the others."""
+        ip = self.client_ip(request)
+        await self.check_client(request, scope)
+        await self._hit(self.per_capability, scope, "cap-ip", _digest(capability), ip)
+
+    async def admit_emails(self, emails: Iterable[str]) -> None:
+        """429 when registering these attendees would take an email over its window (the
+        window counts accepted registrations: `count_accepted`)."""
+        for key, n in sorted(Counter(_email_key(e) for e in emails).items()):
+            await self._admit(self.per_email, n, "intake", "email", key)
+
+    async def admit_event_intake(self, event_id: UUID, registrations: int) -> None:
+        """429 when these registrations would take the event's public intake over its
+        safety ceiling (accepted registrations by event id, per window)."""
+        await self._admit(self.per_event_intake, registrations, "intake", "event", str(event_id))
+
+    async def count_accepted(
+        self, emails: Iterable[str], event_id: UUID | None, registrations: int
+    ) -> None:
+        """After the verb committed: count the accepted registrations against their
+        emails and, for an intake by event id, against the event's ceiling."""
+        for key, n in sorted(Counter(_email_key(e) for e in emails).items()):
+            await self._count(self.per_email, n, "intake", "email", key)
+        if event_id is not None:
+            await self._count(
+                self.per_event_intake, registrations, "intake", "event", str(event_id)
+            )
 
     async def check_actor(self, scope: str, actor_id: str) -> None:
         """Count an authenticated actor's request (the desk's scans: 429 when over)."""
-        digest = hashlib.sha256(actor_id.encode()).hexdigest()[:32]
-        await self._hit(self.per_desk_actor, scope, "actor", digest)
+        await self._hit(self.per_desk_actor, scope, "actor", _digest(actor_id))

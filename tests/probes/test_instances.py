@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import time
+import uuid
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -173,6 +174,46 @@ async def test_throttle_windows_are_shared_through_redis_and_survive_its_loss(db
             # Redis gone: each process falls back to its own window; never a 500
             after = [await get(i) for i in range(10)]
             assert 500 not in after and after.count(404) == 8 and after[-2:] == [429, 429]
+
+
+async def test_the_intake_ceiling_is_shared_through_redis_and_counts_only_accepted(
+    db_url: str, admin
+):
+    """Two instances, one Redis: refused requests fill no shared window; the event's
+    ceiling counts the registrations both instances accepted."""
+    ev = (await admin.post("/admin/events", json=event_body(seats_max=0))).json()
+    published = await admin.post(
+        f"/admin/events/{ev['id']}/publish", json={"date_publish": "2020-01-01T00:00:00Z"}
+    )
+    assert published.status_code == 200
+    with (
+        redis_server() as (url, _),
+        services(
+            db_url,
+            2,
+            EVENT_RATE_LIMIT_STORAGE=url,
+            EVENT_RATE_LIMIT_IP="1000/minute",
+            EVENT_RATE_LIMIT_CAPABILITY="2/minute",
+            EVENT_RATE_LIMIT_EVENT_INTAKE="3/minute",
+            EVENT_INTAKE_PUBLIC="true",
+            EVENT_CAPABILITY_SECRET="shared-secret-0123456789",
+        ) as procs,
+    ):
+        async with aiohttp.ClientSession() as http:
+
+            async def post(i: int, body: dict[str, object]) -> int:
+                async with http.post(f"{procs[i % 2][0]}{API}/intake/{ev['id']}", json=body) as r:
+                    return r.status
+
+            def one(i: int, ticket: str | None = None) -> dict[str, object]:
+                attendee = {"name": f"P{i}", "email": f"p{i}@example.org"}
+                return {"attendees": [attendee], "event_ticket_id": ticket}
+
+            # far more refusals than the link window (2) and the ceiling (3), both instances
+            refused = [await post(i, one(i, str(uuid.uuid4()))) for i in range(12)]
+            assert refused == [422] * 12
+            accepted = [await post(i, one(i)) for i in range(5)]
+            assert accepted == [201, 201, 201, 429, 429]  # one ceiling across the instances
 
 
 async def test_serve_with_two_workers_answers_and_stops_cleanly(db_url: str, api: Api, admin):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -205,6 +206,51 @@ async def test_minting_is_audited_without_the_token(api: Api, admin):
             "SELECT summary::text AS s FROM event.event_audit_log WHERE verb = 'capability_minted'"
         )
     assert len(rows) == 1 and body["token"] not in rows[0]["s"] and MY_TICKETS in rows[0]["s"]
+
+
+async def test_minting_a_tickets_link_needs_the_pii_scope_and_is_audited(api: Api, admin, public):
+    """The attack of issue 26 item 6: a `capability:mint` token without `registration:pii`
+    minted a my-tickets link and read the attendees' full names through it."""
+    mine, theirs = uuid.uuid4(), uuid.uuid4()
+    ev = await published(admin, company_id=str(mine))
+    reg = await admin.post(
+        "/admin/registrations", json={"event_id": ev["id"], "name": "Ada Lovelace"}
+    )
+    url = f"/admin/events/{ev['id']}/capabilities/my-tickets"
+    body = {"registration_ids": [reg.json()["id"]]}
+
+    async def mint(*scopes: str, company: uuid.UUID = mine) -> httpx.Response:
+        headers = await api.token(*scopes, company=company)
+        return await api.client.post(url, json=body, headers=headers)
+
+    refused = await mint("capability:mint")
+    assert refused.status_code == 403
+    assert refused.json()["error"] | {"detail": ""} == {
+        "code": "missing_scope",
+        "scope": "registration:pii",
+        "detail": "",
+    }
+    assert "Ada" not in refused.text
+    refused = await mint("registration:pii", "event:read")
+    assert (refused.status_code, refused.json()["error"]["scope"]) == (403, "capability:mint")
+    # another company's event answers as a missing one, even with both scopes
+    foreign = await mint("capability:mint", "registration:pii", company=theirs)
+    assert foreign.status_code == 404
+    minted = await mint("capability:mint", "registration:pii")
+    assert minted.status_code == 200, minted.text
+    view = (await public.get(f"/public/my-tickets/{minted.json()['token']}")).json()
+    assert [t["name"] for t in view["registrations"]] == ["Ada Lovelace"]
+    async with api.pool.acquire() as conn:
+        rows = await conn.fetch(
+            "SELECT actor_id, company_id, event_id, summary FROM event.event_audit_log"
+            " WHERE verb = 'capability_minted'"
+        )
+    assert len(rows) == 1  # the refused mints wrote nothing
+    (row,) = rows
+    assert row["company_id"] == mine and str(row["event_id"]) == ev["id"]
+    summary = row["summary"]
+    assert summary == {"purpose": MY_TICKETS, "registrations": 1, "ids": [reg.json()["id"]]}
+    assert minted.json()["token"] not in json.dumps(summary) and "Ada" not in json.dumps(summary)
 
 
 async def test_my_tickets_lists_live_registrations_with_calendar_links(admin, public):

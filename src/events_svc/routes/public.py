@@ -1,11 +1,21 @@
-"""Public routes (capability-carried, throttled, no actor) and the admin minting routes."""
+"""Public routes (capability-carried, throttled, no actor) and the admin minting routes.
+
+Throttles (`events_svc.throttle`): a calendar link is counted per client (it opens a
+published event's calendar, a shared public document); a my-tickets or private intake
+link per link (it is one person's); the intake by event id per client IP, and, like
+every intake, per email and (by id) against the event's safety ceiling, both counting
+accepted registrations only: no window every client shares fills with refusals. The
+intake's client and link windows count before its body is even read.
+"""
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Callable, Coroutine
+from typing import Annotated, Any
 from uuid import UUID
 
 from fastapi import APIRouter, Request, Response, status
+from fastapi.routing import APIRoute
 
 from events_svc import errors
 from events_svc.actors import Actor
@@ -22,22 +32,58 @@ from events_svc.models import (
     MyTicketsView,
     json_error_responses,
 )
-from events_svc.routes.deps import Ctx, ServiceContext, answer, require
+from events_svc.routes.deps import Ctx, ServiceContext, answer, require, service_context
 from events_svc.verbs import public as verbs
 
-router = APIRouter(tags=["public"])
-intake_router = APIRouter(tags=["public"])
-mint_router = APIRouter(tags=["capabilities"])
-
 Mint = Annotated[Actor, require("capability:mint")]
+# a my-tickets link shows its attendees' full names: minting one is a PII disclosure
+Pii = Annotated[Actor, require("registration:pii")]
 
 
-async def _guard(ctx: ServiceContext, request: Request, scope: str, key: str) -> None:
-    """Throttle first (every public request counts), then the secret (503 when unset)."""
-    if ctx.throttle is not None:
-        await ctx.throttle.check(request, scope, key)
+def _secret_set(ctx: ServiceContext) -> None:
     if not ctx.codec.configured:
         raise errors.CapabilitySecretNotConfigured()
+
+
+def _event_key(key: str) -> UUID | None:
+    """The event id of an intake by event id (parsed as the verb parses it); None for a
+    capability."""
+    try:
+        return UUID(key)
+    except ValueError:
+        return None
+
+
+async def _guard_intake(request: Request) -> None:
+    """The intake's throttles before anything else (every request counts against its
+    client; a private link's requests against the link), then the secret (503 unset)."""
+    ctx = service_context(request)
+    key = str(request.path_params.get("event_id_or_capability", ""))
+    if ctx.throttle is not None:
+        if _event_key(key) is not None:
+            await ctx.throttle.check_client(request, "intake")
+        else:
+            await ctx.throttle.check_link(request, "intake", key)
+    _secret_set(ctx)
+
+
+class GuardedIntakeRoute(APIRoute):
+    """The intake's route: `_guard_intake` runs before the body is read and parsed, so
+    malformed bodies count against their client's window like any other request."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def guarded(request: Request) -> Response:
+            await _guard_intake(request)
+            return await handler(request)
+
+        return guarded
+
+
+router = APIRouter(tags=["public"])
+intake_router = APIRouter(tags=["public"], route_class=GuardedIntakeRoute)
+mint_router = APIRouter(tags=["capabilities"])
 
 
 def _url(request: Request, name: str, capability: str) -> str:
@@ -60,7 +106,9 @@ class CalendarResponse(Response):
     },
 )
 async def public_ics(ctx: Ctx, request: Request, capability: str) -> Response:
-    await _guard(ctx, request, "ics", capability)
+    if ctx.throttle is not None:  # a shared public link: its window is per client
+        await ctx.throttle.check_public_link(request, "ics", capability)
+    _secret_set(ctx)
     body = await verbs.calendar(ctx.db(), ctx.codec, capability, ctx.clock())
     return Response(
         body,
@@ -73,7 +121,9 @@ async def public_ics(ctx: Ctx, request: Request, capability: str) -> Response:
     f"{MY_TICKETS_PATH}/{{capability}}", name="public_my_tickets", response_model=MyTicketsView
 )
 async def public_my_tickets(ctx: Ctx, request: Request, capability: str) -> Response:
-    await _guard(ctx, request, "my-tickets", capability)
+    if ctx.throttle is not None:  # one person's link: one window, whoever sends
+        await ctx.throttle.check_link(request, "my-tickets", capability)
+    _secret_set(ctx)
     view = await verbs.my_tickets(
         ctx.db(), ctx.codec, capability, ctx.clock(), ctx.settings.ics_ttl_s
     )
@@ -90,11 +140,16 @@ async def public_my_tickets(ctx: Ctx, request: Request, capability: str) -> Resp
 async def public_intake(
     ctx: Ctx, request: Request, event_id_or_capability: str, body: IntakeBody
 ) -> Response:
-    """Register attendees through the one register verb (the intake allowlist in front)."""
-    await _guard(ctx, request, "intake", event_id_or_capability)
+    """Register attendees through the one register verb (the intake allowlist in front).
+    The client and link windows have counted (`GuardedIntakeRoute`); the email windows
+    and, by event id, the event's ceiling are tested before the verb and count only
+    what it accepted."""
+    by_id = _event_key(event_id_or_capability)
+    emails = [a.email for a in body.attendees]
     if ctx.throttle is not None:
-        for attendee in body.attendees:
-            await ctx.throttle.check_email(attendee.email)
+        await ctx.throttle.admit_emails(emails)
+        if by_id is not None:
+            await ctx.throttle.admit_event_intake(by_id, len(emails))
     attendees = [AttendeeInput.model_validate(a.model_dump()) for a in body.attendees]
     try:
         result, token = await verbs.register_intake(
@@ -110,6 +165,8 @@ async def public_intake(
         ctx.metrics.observe_registration(refused.code, len(attendees))
         raise
     ctx.metrics.observe_registration("created", len(attendees))
+    if ctx.throttle is not None:
+        await ctx.throttle.count_accepted(emails, by_id, len(result.registrations))
     first = result.registrations[0]
     intake = {
         "registration_id": first["id"],
@@ -126,8 +183,7 @@ async def public_intake(
 async def mint_ics(
     ctx: Ctx, actor: Mint, request: Request, event_id: UUID, body: IcsMint | None = None
 ) -> Response:
-    if not ctx.codec.configured:
-        raise errors.CapabilitySecretNotConfigured()
+    _secret_set(ctx)
     spec = body or IcsMint()
     token, expires = await verbs.mint_ics(
         ctx.db(),
@@ -144,10 +200,11 @@ async def mint_ics(
 
 @mint_router.post("/admin/events/{event_id}/capabilities/my-tickets", response_model=CapabilityView)
 async def mint_my_tickets(
-    ctx: Ctx, actor: Mint, request: Request, event_id: UUID, body: MyTicketsMint
+    ctx: Ctx, actor: Mint, _: Pii, request: Request, event_id: UUID, body: MyTicketsMint
 ) -> Response:
-    if not ctx.codec.configured:
-        raise errors.CapabilitySecretNotConfigured()
+    """Needs `capability:mint` AND `registration:pii` (the link shows full names);
+    audited like every mint."""
+    _secret_set(ctx)
     token = await verbs.mint_my_tickets(ctx.db(), actor, ctx.codec, event_id, body.registration_ids)
     link = {"token": token, "url": _url(request, "public_my_tickets", token), "expires_at": None}
     return answer(CapabilityView, link)
@@ -157,8 +214,7 @@ async def mint_my_tickets(
 async def mint_intake(
     ctx: Ctx, actor: Mint, request: Request, event_id: UUID, body: IntakeMint | None = None
 ) -> Response:
-    if not ctx.codec.configured:
-        raise errors.CapabilitySecretNotConfigured()
+    _secret_set(ctx)
     spec = body or IntakeMint()
     token, expires = await verbs.mint_intake(
         ctx.db(),

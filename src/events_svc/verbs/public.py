@@ -89,14 +89,23 @@ async def mint_ics(
 async def mint_my_tickets(
     pool: Pool, actor: Actor, codec: CapabilityCodec, event_id: UUID, registration_ids: list[UUID]
 ) -> str:
-    """A never-expiring link to the tickets of these registrations (all of this event)."""
+    """A never-expiring link to the tickets of these registrations (all of this event).
+    The link shows their full names, so minting it needs `registration:pii` (403
+    missing_scope, before anything is read; the route asks it too) and the audit row
+    names the registrations it discloses."""
+    if not actor.has("registration:pii"):
+        raise errors.MissingScope(
+            "A my-tickets link shows full names: it needs the registration:pii scope.",
+            scope="registration:pii",
+        )
     ids = sorted(set(registration_ids))
     async with connection(pool) as conn:
         await get_event_row(conn, actor, event_id)
         if await conn.fetchval(_OWN_REGISTRATIONS, ids, event_id) != len(ids):
             raise errors.RegistrationNotInEvent(field="registration_ids")
     token = tickets_token(codec, event_id, ids)
-    await _audit_mint(pool, actor, event_id, {"purpose": MY_TICKETS, "registrations": len(ids)})
+    summary = {"purpose": MY_TICKETS, "registrations": len(ids), "ids": [str(i) for i in ids]}
+    await _audit_mint(pool, actor, event_id, summary)
     return token
 
 

@@ -245,6 +245,44 @@ async def test_reads_mask_pii_unless_scoped_and_asked(api: Api, admin: httpx.Asy
     assert not any("ada@" in x["s"] or "Lovelace" in x["s"] for x in rows)
 
 
+async def test_a_masked_reader_cannot_rebuild_a_name_letter_by_letter(api: Api, admin):
+    """The attack of issue 26 item 6: `q` matched any part of a name, so a reader without
+    `registration:pii` rebuilt a masked name one letter at a time. Now it matches a whole
+    name (case aside) or an exact barcode; parts of names and emails need the scope."""
+    mine, theirs = uuid.uuid4(), uuid.uuid4()
+    ev = await make_event(admin, company_id=str(mine))
+    ada = (await reg(admin, ev["id"], name="Ada Lovelace", email="ada@example.org")).json()
+    await reg(admin, ev["id"], name="Adam Smith", email="adam@example.org")
+    masked = await api.token("registration:read", company=mine)
+    full = await api.token("registration:read", "registration:pii", company=mine)
+    outsider = await api.token("registration:read", "registration:pii", company=theirs)
+
+    async def names(headers: dict[str, str], q: str) -> list[str]:
+        r = await api.client.get(
+            "/admin/registrations",
+            params={"event_id": ev["id"], "q": q, "pii": "full" if headers is full else "masked"},
+            headers=headers,
+        )
+        assert r.status_code == 200, r.text
+        return sorted(x["name"] for x in r.json()["items"])
+
+    # letter by letter, a word, an email: nothing for the masked reader
+    for guess in ("A", "Ad", "Ada", "Ada ", "Lovelace", "ada@", "ada@example.org", "%", "_"):
+        assert await names(masked, guess) == [], guess
+    # the whole name, whatever its case, and the exact barcode
+    for whole in ("Ada Lovelace", "ada lovelace", "ADA LOVELACE", " Ada Lovelace "):
+        assert await names(masked, whole) == ["A*** L***"], whole
+    assert await names(masked, ada["barcode"]) == ["A*** L***"]
+    assert await names(masked, ada["barcode"][:-1]) == []
+    # with registration:pii: today's search, parts of names and emails
+    assert await names(full, "Ad") == ["Ada Lovelace", "Adam Smith"]
+    assert await names(full, "love") == ["Ada Lovelace"]
+    assert await names(full, "adam@") == ["Adam Smith"]
+    # another company's reader finds nothing, not even by the whole name or barcode
+    for q in ("Ada Lovelace", ada["barcode"], "Ad"):
+        assert await names(outsider, q) == []
+
+
 async def test_barcodes_are_unique_exact_match_and_retried_on_collision(api, admin, monkeypatch):
     ev = await make_event(admin)
     first = (await reg(admin, ev["id"])).json()

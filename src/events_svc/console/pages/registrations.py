@@ -3,9 +3,11 @@ archive filter and keyset paging, and the audited reveal of the full list.
 
 The list calls `registrations.records.list_registrations` exactly as GET /admin/registrations
 does (the API needs an event or a sale order: without one the page asks to choose an
-event). The reveal is an explicit POST gated by the API's own `pii=full` rule; its answer
-is the page itself (200, no redirect), so a full view has no bookmarkable URL. The
-detail pages live in `registration_detail.py`, whose router this one includes.
+event), so its search follows the API's rule: an exact barcode, and a whole name for a
+reader without `registration:pii` (parts of names and emails only with it). The reveal
+is an explicit POST gated by the API's own `pii=full` rule; its answer is the page
+itself (200, no redirect), so a full view has no bookmarkable URL. The detail pages
+live in `registration_detail.py`, whose router this one includes.
 """
 
 from __future__ import annotations

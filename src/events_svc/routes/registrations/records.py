@@ -80,6 +80,8 @@ async def list_registrations(
     limit: Limit = None,
     cursor: Cursor = None,
 ) -> Response:
+    """`q` matches an exact barcode; with `registration:pii` also any part of a name or
+    an email, without it only a whole name (case-insensitive)."""
     page = await verbs.list_registrations(
         ctx.db(),
         actor,

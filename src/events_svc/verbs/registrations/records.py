@@ -2,8 +2,11 @@
 share it), the reads (masked unless the caller may see PII) and the counts. The state
 machine and archiving are `states`; the reasoned commands are `corrections`.
 
-Search (`q`) matches names and exact barcodes; it matches emails only for an actor with
-`registration:pii`, so a masked reader cannot probe whether an address is registered.
+Search (`q`) matches an exact barcode, and then by what the actor may see: with
+`registration:pii`, any part of a name or an email; without it, a WHOLE name only (the
+same letters, case aside), never a part of one or an email. A masked reader can thus
+check a name it already knows but cannot rebuild one letter at a time, nor probe
+whether an address is registered.
 
 Changing an attendee's address retries the mails that failed for that attendee
 alone (`arming.retry_failed_mails`). Lock order: the registration row, then scheduler
@@ -42,8 +45,9 @@ WHERE ($1::uuid IS NULL OR r.event_id = $1)
   AND event.visible_to(r.company_id, $2)
   AND ($3::text IS NULL OR r.state = $3)
   AND ($4::boolean IS NULL OR r.active = $4)
-  AND ($5::text IS NULL OR r.barcode = $10 OR r.name ILIKE '%' || $5 || '%'
-       OR ($11 AND r.email ILIKE '%' || $5 || '%'))
+  AND ($5::text IS NULL OR r.barcode = $10
+       OR ($11 AND (r.name ILIKE '%' || $5 || '%' OR r.email ILIKE '%' || $5 || '%'))
+       OR (NOT $11 AND lower(r.name) = lower(btrim($10))))
   AND ($6::text IS NULL OR r.barcode = $6)
   AND ($7::uuid IS NULL OR r.id > $7)
 ORDER BY r.id LIMIT $8
@@ -185,7 +189,8 @@ async def list_registrations(
     cursor: str | None = None,
 ) -> dict[str, Any]:
     """An event's (or a sale order's, or both) registrations by id (keyset), masked
-    unless `pii_full` (audited)."""
+    unless `pii_full` (audited); `q` as the module says (parts of names and emails only
+    for an actor with `registration:pii`)."""
     if event_id is None and sale_order_id is None:
         raise errors.ValidationFailed("Name the event, the sale order, or both.", field="event_id")
     size = clamp_limit(limit)
