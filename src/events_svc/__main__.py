@@ -175,7 +175,10 @@ def cmd_token(settings: Settings, args: argparse.Namespace) -> int:
             )
         return 0
     row = _with_pool(settings, lambda pool: tokens.revoke_token(pool, UUID(args.id), _now()))
-    print(f"revoked {row['id']} ({row['name']}) at {row['revoked_at']}")
+    print(
+        f"revoked {row['id']} ({row['name']}) at {row['revoked_at']}; "
+        f"console sessions ended: {row['console_sessions_ended']}"
+    )
     return 0
 
 

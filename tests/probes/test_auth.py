@@ -161,3 +161,29 @@ def test_token_cli_prints_the_token_once_and_revokes(db_url: str):
         timeout=60,
     )
     assert bad.returncode == 1 and "validation_failed" in bad.stderr
+
+
+async def test_the_cli_revoke_ends_the_tokens_console_sessions(api: Api, db_url: str):
+    """`events-svc token revoke` (the verb `revoke_token`) ends the console sessions made
+    from the token in its own transaction: the operator's cookie opens nothing after."""
+    from tests.probes.console.kit import client, csrf_of
+
+    token, row = await create_token(api.pool, "operator", ["event:read"], None, datetime.now(UTC))
+    async with client(api.app) as c:
+        signed = await c.post("/sign-in", data={"token": token, "csrf_token": await csrf_of(c)})
+        assert signed.status_code == 303
+        assert (await c.get("/events")).status_code == 200
+        env = {**os.environ, "EVENTS_DATABASE_URL": db_url}
+        out = subprocess.run(
+            [sys.executable, "-m", "events_svc", "token", "revoke", str(row["id"])],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=60,
+        ).stdout
+        assert "console sessions ended: 1" in out and token not in out
+        after = await c.get("/events")
+    assert after.status_code == 303 and "/sign-in" in after.headers["location"]
+    ended = await api.pool.fetchval("SELECT ended_at FROM event.console_sessions")
+    assert ended is not None

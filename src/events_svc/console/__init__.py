@@ -115,7 +115,8 @@ def console_app(ctx: ServiceContext) -> FastAPI:
     )
     app.state.events = ctx
     _install_handlers(app)
-    app.add_middleware(StudioFrame, keys=StudioKeys(ctx))
+    secure = ctx.settings.console_cookie_secure
+    app.add_middleware(StudioFrame, keys=StudioKeys(ctx), secure=secure)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     for module in (auth, events, registrations, desk, attendance, exports, operations, mail):
         app.include_router(module.router)

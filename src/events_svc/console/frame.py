@@ -1,5 +1,6 @@
-"""What every console answer goes through: the session cookie (read, then re-issued, so
-it expires after 8 h idle) and the page headers (a strict Content-Security-Policy, no
+"""What every console answer goes through: the session cookie (read, then re-issued on
+every answer, `Secure` as `settings.console_cookie_secure` says, whatever scheme the
+request came in with) and the page headers (a strict Content-Security-Policy, no
 framing, no referrer). `no-store` and `noindex` come from the service app around it."""
 
 from __future__ import annotations
@@ -59,9 +60,12 @@ class StudioKeys:
 class StudioFrame:
     """ASGI middleware of the console sub-app."""
 
-    def __init__(self, app: ASGIApp, keys: StudioKeys) -> None:
+    def __init__(self, app: ASGIApp, keys: StudioKeys, secure: bool) -> None:
         self.app = app
         self.keys = keys
+        # the setting, not the request's scheme: behind a TLS proxy speaking plain http to
+        # the service, the scheme says http while the browser is on https
+        self.secure = secure
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -80,7 +84,6 @@ class StudioFrame:
         state = scope.setdefault("state", {})
         state["studio_session"] = holder
         state["studio_codec"] = codec
-        secure = scope.get("scheme") == "https"
         path = scope.get("root_path", "") or "/"
 
         async def send_framed(message: Message) -> None:
@@ -88,7 +91,7 @@ class StudioFrame:
                 headers = list(message.get("headers", []))
                 headers.extend(_HEADERS)
                 if codec is not None:
-                    cookie = codec.set_cookie_header(holder.session, secure=secure, path=path)
+                    cookie = codec.set_cookie_header(holder.session, secure=self.secure, path=path)
                     headers.append((b"set-cookie", cookie))
                 message["headers"] = headers
             await send(message)

@@ -1,10 +1,12 @@
-"""The console's session: one signed cookie.
+"""The console's session cookie.
 
-It names the API token the operator signed in with by its id (never the token itself)
-and carries the session's CSRF secret. It is signed with itsdangerous, `HttpOnly`,
-`SameSite=Strict`, `Secure` when the request came over HTTPS, scoped to the console's path, and
-re-issued on every answer, so it expires after `IDLE_S` without a request. A cookie
-that does not verify (forged, signed with another secret, too old) is no session.
+It carries the key of the operator's server-side session (`verbs.tokens`: one row per
+sign-in, ended by sign-out, by revoking its token, or after `IDLE_S` unseen; never the
+API token itself) and the session's CSRF secret. It is signed with itsdangerous,
+`HttpOnly`, `SameSite=Strict`, `Secure` as `settings.console_cookie_secure` says, scoped
+to the console's path, and re-issued on every answer. A cookie that does not verify
+(forged, signed with another secret, not re-issued for `IDLE_S`) is no session; one that
+verifies opens only what its row still allows.
 """
 
 from __future__ import annotations
@@ -18,8 +20,10 @@ from typing import Any
 
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 
+from events_svc.verbs.tokens import CONSOLE_IDLE, MAX_SESSION_KEY
+
 COOKIE = "studio_session"
-IDLE_S = 8 * 3600
+IDLE_S = int(CONSOLE_IDLE.total_seconds())
 MAX_COOKIE = 1024  # a longer cookie is not one this console wrote
 _SALT = "events-svc.studio.session"
 _NOTE_SALT = "events-svc.studio.note"
@@ -29,15 +33,20 @@ MAX_NOTE = 4096  # a longer note is not one this console wrote
 
 @dataclass(frozen=True)
 class Session:
-    """Who is signed in (`token_id`, None before sign-in) and the CSRF secret."""
+    """The key of the server-side session (None before sign-in) and the CSRF secret."""
 
-    token_id: str | None
+    key: str | None
     csrf: str
 
     @staticmethod
-    def fresh(token_id: str | None = None) -> Session:
+    def fresh(key: str | None = None) -> Session:
         """A new session: a new CSRF secret (sign-in and sign-out both start one)."""
-        return Session(token_id=token_id, csrf=secrets.token_urlsafe(32))
+        return Session(key=key, csrf=secrets.token_urlsafe(32))
+
+    def without_key(self) -> Session:
+        """This browser's session once its server-side session is over: no key, the same
+        CSRF secret (the pages it has open still post to the sign-in form)."""
+        return Session(key=None, csrf=self.csrf)
 
     def csrf_matches(self, submitted: str | None) -> bool:
         """Whether a form's `csrf_token` is this session's (compared in constant time)."""
@@ -86,13 +95,14 @@ class SessionCodec:
 
     def dump(self, session: Session) -> str:
         payload: dict[str, Any] = {"c": session.csrf}
-        if session.token_id is not None:
-            payload["t"] = session.token_id
+        if session.key is not None:
+            payload["k"] = session.key
         value: str = self._serializer.dumps(payload)
         return value
 
     def load(self, raw: str | None) -> Session | None:
-        """The session of a cookie this console signed less than IDLE_S ago, else None."""
+        """The session of a cookie this console signed less than IDLE_S ago, else None
+        (whether its key still names a live session is the verb's to say)."""
         if not raw or len(raw) > MAX_COOKIE:
             return None
         try:
@@ -101,10 +111,12 @@ class SessionCodec:
             return None
         if not isinstance(payload, dict):
             return None
-        csrf, token_id = payload.get("c"), payload.get("t")
-        if not isinstance(csrf, str) or not isinstance(token_id, str | None):
+        csrf, key = payload.get("c"), payload.get("k")
+        if not isinstance(csrf, str) or not isinstance(key, str | None):
             return None
-        return Session(token_id=token_id, csrf=csrf)
+        if key is not None and not 0 < len(key) <= MAX_SESSION_KEY:
+            return None
+        return Session(key=key, csrf=csrf)
 
     def set_cookie_header(self, session: Session, *, secure: bool, path: str) -> bytes:
         flags = f"Max-Age={IDLE_S}; Path={path}; HttpOnly; SameSite=Strict"

@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import urlencode
-from uuid import UUID
 
 from fastapi import Depends, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
@@ -24,7 +23,7 @@ from events_svc.console.frame import SessionHolder
 from events_svc.console.notices import NOTICES
 from events_svc.console.session import SessionCodec
 from events_svc.routes.deps import ServiceContext, service_context
-from events_svc.verbs.tokens import resolve_token_id
+from events_svc.verbs.tokens import resolve_console_session
 
 TEMPLATES = Path(__file__).parent / "templates"
 STATIC = Path(__file__).parent / "static"
@@ -77,20 +76,19 @@ def base_path(request: Request) -> str:
 
 async def studio_actor(request: Request) -> Actor:
     """The operator: the host's actor dependency when the app was composed with one, else
-    the live API token the session names (a revoked token ends the session at once)."""
+    the token of the live server-side session the cookie names (signed out, its token
+    revoked or idle for 12 h: the sign-in page, and the cookie forgets the key)."""
     ctx = service_context(request)
     if ctx.actor_resolver is not None:
         actor = await ctx.actor_resolver(request)
     else:
-        token_id = session_of(request).session.token_id
-        if token_id is None:
+        holder = session_of(request)
+        key = holder.session.key
+        if key is None:
             raise SignInRequired()
-        try:
-            ident = UUID(token_id)
-        except ValueError:
-            raise SignInRequired() from None
-        found = await resolve_token_id(ctx.db(), ident, ctx.clock())
+        found = await resolve_console_session(ctx.db(), key, ctx.clock())
         if found is None:
+            holder.session = holder.session.without_key()
             raise SignInRequired()
         actor = found
     request.state.studio_actor = actor

@@ -1,4 +1,5 @@
-"""Sign-in (paste an API token once) and sign-out."""
+"""Sign-in (paste an API token once: a server-side session starts) and sign-out (the
+session ends in the database, so a copy of the cookie opens nothing)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from fastapi import APIRouter, Request
 from events_svc.console.frame import SessionHolder
 from events_svc.console.session import Session
 from events_svc.console.web import FieldError, Posted, StudioCtx, page, see_other, session_of
-from events_svc.verbs.tokens import resolve_token
+from events_svc.verbs.tokens import end_console_session, start_console_session
 
 router = APIRouter()
 
@@ -30,13 +31,18 @@ async def sign_in_page(request: Request, next: str | None = None) -> Any:
 
 @router.post("/sign-in")
 async def sign_in(request: Request, ctx: StudioCtx, form: Posted) -> Any:
-    """Resolve the pasted token exactly as the API does; keep only its id in the session."""
+    """Resolve the pasted token as the API does (unknown or revoked: refused) and start a
+    session row made from it, ending the one this browser had; the cookie carries only
+    the new session's key, with a new CSRF secret."""
     token = form.text("token")
     target = _next(form.optional("next"))
-    actor = None
+    holder: SessionHolder = session_of(request)
+    key = None
     if token and len(token) <= MAX_TOKEN:
-        actor = await resolve_token(ctx.db(), token, ctx.clock())
-    if actor is None:
+        key = await start_console_session(
+            ctx.db(), token, ctx.clock(), replacing=holder.session.key
+        )
+    if key is None:
         problem = FieldError("The token is unknown or revoked.", "unauthenticated", "token")
         return page(
             request,
@@ -46,13 +52,18 @@ async def sign_in(request: Request, ctx: StudioCtx, form: Posted) -> Any:
             title="Sign in",
             next=target,
         )
-    holder: SessionHolder = session_of(request)
-    holder.session = Session.fresh(actor.id.removeprefix("token:"))
+    holder.session = Session.fresh(key)
     return see_other(request, target, done="signed_in")
 
 
 @router.post("/sign-out")
-async def sign_out(request: Request, form: Posted) -> Any:
-    del form  # the CSRF check is the point: a link elsewhere cannot sign an operator out
-    session_of(request).session = Session.fresh()
+async def sign_out(request: Request, ctx: StudioCtx, form: Posted) -> Any:
+    """End the session row (the CSRF check is the point: a link elsewhere cannot sign an
+    operator out); the browser gets an empty session with a new CSRF secret. With the
+    database away the answer is the 503 page and the session is left as it was."""
+    del form
+    holder = session_of(request)
+    if holder.session.key is not None:
+        await end_console_session(ctx.db(), holder.session.key, ctx.clock())
+    holder.session = Session.fresh()
     return see_other(request, "/sign-in", done="signed_out")
