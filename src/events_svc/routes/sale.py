@@ -1,6 +1,9 @@
 """Admin routes of the sale side: the billing side's three order facts (`router`), and the
 read of the host products an event links to (`products_router`: listed with the booths'
-routes, since booth categories and tickets name those products; reads need `event:read`)."""
+routes, since booth categories and tickets name those products; reads need `event:read`).
+
+A fact is about the order of the actor's company: (company, `order_id`) is the order, and
+another company's order of the same id is never touched (`verbs/sale/orders`)."""
 
 from __future__ import annotations
 
@@ -26,7 +29,8 @@ Write = Annotated[Actor, require("seam:write")]
 @router.post("/admin/seam/orders/confirmed", response_model=SeamAnswer)
 async def order_confirmed(ctx: Ctx, actor: Write, body: OrderConfirmed) -> Response:
     """Mint the order's attendees (open when free, held drafts when there is a total to
-    pay) and book its booths; exactly once per delivery key."""
+    pay) and book its booths; exactly once per delivery key. Another company's event
+    answers as a missing one; a platform actor's order is its events' company's."""
     now = ctx.clock()
     result = await seam.deliver(
         ctx.db(),
@@ -42,7 +46,7 @@ async def order_confirmed(ctx: Ctx, actor: Write, body: OrderConfirmed) -> Respo
 @router.post("/admin/seam/orders/paid", response_model=SeamAnswer)
 async def order_paid(ctx: Ctx, actor: Write, body: OrderFact) -> Response:
     """Lift the order's unpaid attendees to open + sold (forward only); latch its booths
-    paid; exactly once per delivery key."""
+    paid; exactly once per delivery key. Only the actor's company's order is touched."""
     now = ctx.clock()
     result = await seam.deliver(
         ctx.db(),
@@ -58,7 +62,7 @@ async def order_paid(ctx: Ctx, actor: Write, body: OrderFact) -> Response:
 @router.post("/admin/seam/orders/cancelled", response_model=SeamAnswer)
 async def order_cancelled(ctx: Ctx, actor: Write, body: OrderFact) -> Response:
     """Cancel every attendee of the order (sale status kept; booths untouched); exactly
-    once per delivery key."""
+    once per delivery key. Only the actor's company's order is touched."""
     now = ctx.clock()
     result = await seam.deliver(
         ctx.db(),

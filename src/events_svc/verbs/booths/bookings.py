@@ -11,6 +11,11 @@ availability pre-check only gives the same answer sooner. The winner then marks 
 `unavailable` and fills its empty contact fields from the booking. Release, the only
 way back to `available`, keeps the same order: it deletes the booth's bookings, then
 frees the booth row.
+
+An officer's booking that names an order or an order line books for the order of the
+officer's company; a platform officer's, for the order of the booth's event's company
+(none for a shared event: a platform order), as the sale seam decides (`verbs/sale/
+orders`). So only that company's paid fact latches the booth, and its line ids are its own.
 """
 
 from __future__ import annotations
@@ -82,6 +87,8 @@ async def book_booth(
     one event only (422 booth_event_mismatch), and the booth latches `sale_linked`."""
     async with transaction(pool) as conn:
         booth = await find_booth(conn, actor, booth_id)
+        linked = cmd.order_id is not None or cmd.order_line_id is not None
+        company = (actor.company_id or booth["event_company_id"]) if linked else None
         contact = {
             "contact_name": cmd.contact_name,
             "contact_email": cmd.contact_email,
@@ -95,6 +102,7 @@ async def book_booth(
             order_line_id=cmd.order_line_id,
             contact=contact,
             now=now,
+            company_id=company,
         )
         if created:
             summary = {"booth_id": str(booth_id), "order_line": cmd.order_line_id is not None}

@@ -2,12 +2,16 @@
 officer's booking route (in `bookings`) share. The callers have checked that every
 booth is of `event_id`, inside their own transaction.
 
-EBS-4: the first booking of an order line claims the line for its event in
-`event.booth_order_lines` (`INSERT .. ON CONFLICT DO NOTHING`, then compare: a concurrent
-claim waits for the first and then reads it); the bookings' composite key onto that claim
-is the wall. EBS-2: one booking per (order line, booth), answered again on a repeat. The
-booths latch `sale_linked`, locked in id order. Lock order (see `records`): the new booking
-rows, then the booth rows.
+An order line is its order's: (company, order line id), like the order (`verbs/sale/
+orders`; None: a platform order). Two companies using one line id have two lines, and
+one company's claim never refuses or answers the other's. EBS-4: the first booking of a
+(company, order line) claims it for its event in `event.booth_order_lines` (`INSERT ..
+ON CONFLICT DO NOTHING`, then compare: a concurrent claim waits for the first and then
+reads it); the bookings' composite key onto that claim is the wall. EBS-2: one booking
+per (company, order line, booth), answered again on a repeat. Each booking records its
+order's company (`order_company_id`), which the paid latch matches. The booths latch
+`sale_linked`, locked in id order. Lock order (see `records`): the new booking rows, then
+the booth rows.
 """
 
 from __future__ import annotations
@@ -21,26 +25,30 @@ from events_svc.db import Connection
 
 # EBS-4: the line's first booking claims it for its event; a later one compares
 _CLAIM_LINE = """
-INSERT INTO event.booth_order_lines (order_line_id, event_id, order_id, created_at)
-VALUES ($1, $2, $3, $4) ON CONFLICT (order_line_id) DO NOTHING
+INSERT INTO event.booth_order_lines (company_id, order_line_id, event_id, order_id, created_at)
+VALUES ($1, $2, $3, $4, $5) ON CONFLICT ON CONSTRAINT booth_order_lines_pkey DO NOTHING
 """
-_LINE_EVENT = "SELECT event_id FROM event.booth_order_lines WHERE order_line_id = $1"
-# EBS-2: one booking per (order line, booth); a repeat is a no-op
+_LINE_EVENT = """
+SELECT event_id FROM event.booth_order_lines
+WHERE order_line_id = $2 AND company_id IS NOT DISTINCT FROM $1
+"""
+# EBS-2: one booking per (company, order line, booth); a repeat is a no-op
 _INSERT_LINE_BOOKINGS = """
 INSERT INTO event.booth_bookings (event_booth_id, event_id, order_id, order_line_id,
-    contact_name, contact_email, contact_phone, created_at)
-SELECT t.booth_id, $2, $3, $4, $5, $6, $7, $8
+    contact_name, contact_email, contact_phone, created_at, order_company_id)
+SELECT t.booth_id, $2, $3, $4, $5, $6, $7, $8, $9
 FROM unnest($1::uuid[]) WITH ORDINALITY AS t(booth_id, n) ORDER BY t.n
-ON CONFLICT (order_line_id, event_booth_id) DO NOTHING
+ON CONFLICT ON CONSTRAINT booth_bookings_order_line_booth_key DO NOTHING
 """
 _LINE_BOOKINGS = """
 SELECT id, event_booth_id FROM event.booth_bookings
 WHERE order_line_id = $1 AND event_booth_id = ANY($2::uuid[])
+  AND order_company_id IS NOT DISTINCT FROM $3
 """
 _INSERT_BOOKING = """
 INSERT INTO event.booth_bookings (event_booth_id, event_id, order_id, contact_name,
-    contact_email, contact_phone, created_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id
+    contact_email, contact_phone, created_at, order_company_id)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id
 """
 # the latches lock their booth rows in id order (two orders never wait on each other in
 # opposite orders)
@@ -69,12 +77,19 @@ def contact_fields(contact: Mapping[str, str] | None) -> tuple[str, str, str]:
 
 
 async def claim_order_line(
-    conn: Connection, order_line_id: UUID, event_id: UUID, order_id: UUID | None, now: datetime
+    conn: Connection,
+    order_line_id: UUID,
+    event_id: UUID,
+    order_id: UUID | None,
+    now: datetime,
+    *,
+    company_id: UUID | None,
 ) -> None:
-    """EBS-4: pin the order line to `event_id` (first booking wins, concurrency-safe through
-    the claim row's key); a line already pinned to another event is refused."""
-    await conn.execute(_CLAIM_LINE, order_line_id, event_id, order_id, now)
-    if await conn.fetchval(_LINE_EVENT, order_line_id) != event_id:
+    """EBS-4: pin the company's order line to `event_id` (first booking wins,
+    concurrency-safe through the claim row's key); a line of this company already pinned
+    to another event is refused (another company's line of the same id is another line)."""
+    await conn.execute(_CLAIM_LINE, company_id, order_line_id, event_id, order_id, now)
+    if await conn.fetchval(_LINE_EVENT, company_id, order_line_id) != event_id:
         raise errors.BoothEventMismatch(
             "This order line already booked booths of another event.", field="order_line_id"
         )
@@ -89,19 +104,23 @@ async def insert_bookings(
     order_line_id: UUID | None,
     contact: Mapping[str, str] | None,
     now: datetime,
+    company_id: UUID | None,
 ) -> tuple[list[UUID], bool]:
     """Pending bookings of booths of `event_id` (checked by the caller): (their ids in
-    booth order, whether any is new). With an order line: the line is claimed for the
-    event, a booking already made for (line, booth) is answered again, and the booths
-    latch `sale_linked`."""
+    booth order, whether any is new). `company_id` is the company of the booking's order
+    (None: a platform order). With an order line: the company's line is claimed for the
+    event, a booking already made for (company, line, booth) is answered again, and the
+    booths latch `sale_linked`."""
     name, email, phone = contact_fields(contact)
     if order_line_id is None:
         ids = [
-            await conn.fetchval(_INSERT_BOOKING, booth, event_id, order_id, name, email, phone, now)
+            await conn.fetchval(
+                _INSERT_BOOKING, booth, event_id, order_id, name, email, phone, now, company_id
+            )
             for booth in booth_ids
         ]
         return ids, bool(ids)
-    await claim_order_line(conn, order_line_id, event_id, order_id, now)
+    await claim_order_line(conn, order_line_id, event_id, order_id, now, company_id=company_id)
     status = await conn.execute(
         _INSERT_LINE_BOOKINGS,
         booth_ids,
@@ -112,10 +131,11 @@ async def insert_bookings(
         email,
         phone,
         now,
+        company_id,
     )
     by_booth = {
         r["event_booth_id"]: r["id"]
-        for r in await conn.fetch(_LINE_BOOKINGS, order_line_id, booth_ids)
+        for r in await conn.fetch(_LINE_BOOKINGS, order_line_id, booth_ids, company_id)
     }
     await conn.execute(_LATCH_LINKED, booth_ids, now)
     return [by_booth[b] for b in booth_ids], count(status) > 0

@@ -14,6 +14,9 @@ order. A booth follows its event's company fence: another company's booth is 404
 Latches: `sale_linked` turns true when an order line first books the booth (it then can
 never be deleted: the sale link is history); `is_paid` turns true when the order of one of
 its bookings is paid; neither ever turns back, and release keeps both and the contacts.
+An order is (company, order id) (`verbs/sale/orders`): a booking records its order's
+company, and the paid latch of one company's order never reaches a booking of another
+company's order of the same id, nor a booth the paying actor cannot see.
 """
 
 from __future__ import annotations
@@ -38,7 +41,8 @@ SELECT b.* FROM event.booth_view b JOIN event.events e ON e.id = b.event_id
 WHERE b.id = $1 AND event.visible_to(e.company_id, $2)
 """
 _FIND = """
-SELECT b.id, b.event_id FROM event.booths b JOIN event.events e ON e.id = b.event_id
+SELECT b.id, b.event_id, e.company_id AS event_company_id
+FROM event.booths b JOIN event.events e ON e.id = b.event_id
 WHERE b.id = $1 AND event.visible_to(e.company_id, $2)
 """
 _LIST = """
@@ -71,13 +75,20 @@ _HAS_BOOKINGS = "SELECT EXISTS (SELECT 1 FROM event.booth_bookings WHERE event_b
 _DELETE = "DELETE FROM event.booths WHERE id = $1"
 
 # --- order lines (the seam's calls and the officer's booking route) ----------------------
-_BOOTH_EVENTS = "SELECT id, event_id FROM event.booths WHERE id = ANY($1::uuid[])"
-# booth rows locked in id order (two orders never wait on each other in opposite orders)
+# the booths the actor sees (another company's booth answers like a missing one)
+_BOOTH_EVENTS = """
+SELECT b.id, b.event_id FROM event.booths b JOIN event.events e ON e.id = b.event_id
+WHERE b.id = ANY($1::uuid[]) AND event.visible_to(e.company_id, $2)
+"""
+# the booths booked by this company's order, on events the actor sees; booth rows locked in
+# id order (two orders never wait on each other in opposite orders)
 _LATCH_PAID = """
 WITH target AS (
-    SELECT b.id, b.is_paid FROM event.booths b
-    WHERE b.id IN (SELECT k.event_booth_id FROM event.booth_bookings k WHERE k.order_id = $1)
-    ORDER BY b.id FOR NO KEY UPDATE),
+    SELECT b.id, b.is_paid FROM event.booths b JOIN event.events e ON e.id = b.event_id
+    WHERE b.id IN (SELECT k.event_booth_id FROM event.booth_bookings k
+                   WHERE k.order_id = $1 AND k.order_company_id IS NOT DISTINCT FROM $3)
+      AND event.visible_to(e.company_id, $4)
+    ORDER BY b.id FOR NO KEY UPDATE OF b),
 latched AS (
     UPDATE event.booths b SET is_paid = true, updated_at = coalesce($2::timestamptz, now())
     FROM target t WHERE b.id = t.id AND NOT t.is_paid)
@@ -272,18 +283,22 @@ async def book_for_order_line(
     order_line_id: UUID,
     contact: dict[str, str] | None,
     now: datetime,
+    company_id: UUID | None = None,
+    viewer: UUID | None = None,
 ) -> list[UUID]:
     """The sale seam's booking, inside the seam's own transaction: one pending booking per
-    booth for this order line (idempotent per line and booth, EBS-2), the booths latch
-    `sale_linked`; answers the booking ids in booth order. Refusals: 422 `booth_not_found`
-    (an unknown booth id), 422 `booth_event_mismatch` (a booth of another event, or a line
-    that already booked booths of another event, EBS-4). `contact` holds `name`, `email`,
+    booth for this order line of the order of `company_id` (None: a platform order;
+    idempotent per company, line and booth, EBS-2), the booths latch `sale_linked`;
+    answers the booking ids in booth order. Refusals: 422 `booth_not_found` (an unknown
+    booth id, or a booth the actor of company `viewer` cannot see), 422
+    `booth_event_mismatch` (a booth of another event, or a line of this company that
+    already booked booths of another event, EBS-4). `contact` holds `name`, `email`,
     `phone` (or their `contact_` forms). It writes no audit row: the seam audits its fact.
     """
     wanted = list(dict.fromkeys(booth_ids))
     if not wanted:
         return []
-    events = {r["id"]: r["event_id"] for r in await conn.fetch(_BOOTH_EVENTS, wanted)}
+    events = {r["id"]: r["event_id"] for r in await conn.fetch(_BOOTH_EVENTS, wanted, viewer)}
     for booth in wanted:
         if booth not in events:
             raise errors.BoothNotFound(field="booth_ids", booth_id=str(booth))
@@ -299,14 +314,22 @@ async def book_for_order_line(
         order_line_id=order_line_id,
         contact=contact,
         now=now,
+        company_id=company_id,
     )
     return ids
 
 
 async def latch_paid_booths(
-    conn: Connection, order_id: UUID, *, now: datetime | None = None
+    conn: Connection,
+    order_id: UUID,
+    *,
+    now: datetime | None = None,
+    company_id: UUID | None = None,
+    viewer: UUID | None = None,
 ) -> list[UUID]:
     """The paid fact's latch, inside the seam's transaction: `is_paid = true` (one-way; it
-    survives release) on every booth with a booking of this order; answers those booth
+    survives release) on every booth with a booking of the order (`company_id`, order id;
+    None: a platform order) that the actor of company `viewer` sees; answers those booth
     ids, sorted. Booth rows are locked in id order."""
-    return [r["id"] for r in await conn.fetch(_LATCH_PAID, order_id, now)]
+    rows = await conn.fetch(_LATCH_PAID, order_id, now, company_id, viewer)
+    return [r["id"] for r in rows]

@@ -72,20 +72,20 @@ WITH new AS (
     SELECT * FROM unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
         $8::uuid[], $9::uuid[], $10::uuid[], $11::text[], $12::timestamptz[], $13::text[],
         $14::text[], $15::uuid[], $16::text[], $17::text[], $18::uuid[], $19::text[],
-        $20::boolean[], $21::text[])
+        $20::boolean[], $21::text[], $23::uuid[])
         AS a(name, email, phone, company_name, barcode, slot_id, ticket_id, partner_id,
             state, at, actor_id, actor_kind, actor_company, source, sale_status, order_id,
-            order_state, amount_is_zero, origin)
+            order_state, amount_is_zero, origin, order_company)
 ), ins AS (
     INSERT INTO event.registrations (event_id, event_is_multi_slots, event_slot_id,
         event_ticket_id, state, name, email, phone, company_name, partner_id, barcode,
         company_id, date_open, created_at, updated_at, sale_status, sale_order_id,
-        sale_order_state, sale_amount_is_zero, state_origin)
+        sale_order_state, sale_amount_is_zero, state_origin, sale_order_company_id)
     SELECT $1, $2, slot_id, ticket_id, state::event.registration_state, name, email, phone,
         company_name, partner_id, barcode, $22::uuid,
         CASE WHEN state = 'open' THEN at END, at, at, sale_status::event.sale_status,
         order_id, order_state::event.sale_order_state, amount_is_zero,
-        origin::event.state_origin
+        origin::event.state_origin, order_company
     FROM new
     ON CONFLICT ON CONSTRAINT registrations_barcode_key DO NOTHING
     RETURNING id, event_id, event_slot_id, event_ticket_id, state::text AS state,
@@ -119,13 +119,15 @@ MintState = Literal["open", "draft", "cancel"]
 class SaleMint:
     """How the sale seam mints an order line's attendees: the (state, sale_status) the
     truth table gave (`open` and armed, `draft` holding its seat, or `cancel` for an order
-    cancelled before it was confirmed: no seat), and the order."""
+    cancelled before it was confirmed: no seat), and the order: its id and its company
+    (None: a platform order), which together are its identity."""
 
     order_id: UUID
     state: MintState
     sale_status: str
     order_state: str
     amount_is_zero: bool
+    company_id: UUID | None
 
 
 @dataclass(frozen=True)
@@ -333,7 +335,12 @@ async def _insert(conn: Connection, event: dict[str, Any], accepted: list[_Accep
         batch = [rows[i] for i in codes.values()]
         columns = _columns(batch, list(codes))
         found = await conn.fetch(
-            _INSERT, event["id"], event["is_multi_slots"], *columns, event["company_id"]
+            _INSERT,
+            event["id"],
+            event["is_multi_slots"],
+            *columns,
+            event["company_id"],
+            [r.sale.company_id if r.sale else None for r, _ in batch],
         )
         for row in found:
             views[codes[row["barcode"]]] = dict(row)

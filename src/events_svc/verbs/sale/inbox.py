@@ -1,16 +1,20 @@
 """The sale seam's inbox: each order fact applied exactly once, its answer recorded.
 
 A fact's delivery key is its `delivery_id`, else `"<verb>:<order_id>"`; keys are per
-company. `deliver()` answers a key it has seen from its inbox row with one indexed
-read. Otherwise, in ONE transaction, it claims the row (`INSERT .. ON CONFLICT DO
-NOTHING`: a concurrent delivery of the same key waits for the first and then reads its
-outcome), applies the fact, and records `applied` with the registration ids. When a
-rule refuses the fact (404, 409, 422), that transaction rolls back whole, and a second
-one claims the row again and records the refusal's code and fields, so a redelivery
-answers it again (if a concurrent delivery of the key got recorded in between, its
-answer is given instead). A transient failure (a deadlock, `busy`) rolls the claim
-back with everything else: the billing side retries. A key reused for another verb or
-order answers 409 `delivery_key_conflict`.
+order company (`orders`: the actor's company; a platform actor's, the company of the
+order's events). `deliver()` decides whose order the fact is about, then answers a key
+it has seen from its inbox row with one indexed read. Otherwise, in ONE transaction, it
+claims the row (`INSERT .. ON CONFLICT DO NOTHING`: a concurrent delivery of the same
+key waits for the first and then reads its outcome), applies the fact, and records
+`applied` with the registration ids. When a rule refuses the fact (404, 409, 422), that
+transaction rolls back whole, and a second one claims the row again and records the
+refusal's code and fields, so a redelivery answers it again (if a concurrent delivery of
+the key got recorded in between, its answer is given instead). A transient failure (a
+deadlock, `busy`) rolls the claim back with everything else: the billing side retries.
+A key reused for another verb or order answers 409 `delivery_key_conflict`. The effect
+names the order it acted on; when that is not the order the key was claimed for (a
+platform actor's order got a company meanwhile), the attempt rolls back as `busy` and
+the retry decides again.
 """
 
 from __future__ import annotations
@@ -26,15 +30,8 @@ import asyncpg
 from events_svc import errors
 from events_svc.actors import Actor
 from events_svc.db import Connection, Pool, connection, must, refusal_for, transaction
-from events_svc.models.sale import OrderFact
-
-CONSUMER = "event_sale"
-
-
-def consumer_of(actor: Actor) -> str:
-    """Delivery keys are per company: another company's key never answers this one's."""
-    return f"{CONSUMER}:{actor.company_id or '*'}"
-
+from events_svc.models.sale import OrderConfirmed, OrderFact
+from events_svc.verbs.sale.orders import OrderKey, consumer_of, order_of_id, order_of_lines
 
 Verb = Literal["confirmed", "paid", "cancelled"]
 # the rule refusals a delivery records; anything else (503, a bug) is not an outcome
@@ -72,6 +69,14 @@ class Effect:
     registration_ids: list[UUID] = field(default_factory=list)
     skipped_ids: list[UUID] = field(default_factory=list)
     overbooked: bool = False
+    order: OrderKey | None = None  # the order the fact acted on
+
+
+async def order_of_fact(conn: Connection, actor: Actor, verb: Verb, fact: OrderFact) -> OrderKey:
+    """The order a fact is about (`orders`): a confirmed fact's by its lines' events."""
+    if verb == "confirmed" and isinstance(fact, OrderConfirmed):
+        return await order_of_lines(conn, actor, fact.order_id, (x.event_id for x in fact.lines))
+    return await order_of_id(conn, actor, fact.order_id)
 
 
 def delivery_key(verb: Verb, fact: OrderFact) -> str:
@@ -117,8 +122,9 @@ async def deliver(
 ) -> dict[str, Any]:
     """Apply one fact exactly once and answer its outcome (see the module docstring)."""
     key = delivery_key(verb, fact)
-    consumer = consumer_of(actor)
     async with connection(pool) as conn:
+        order = await order_of_fact(conn, actor, verb, fact)
+        consumer = consumer_of(order.company_id)
         seen = await conn.fetchrow(_RECORDED, consumer, key)
     if seen is not None:
         return _replay(seen, key, verb, fact.order_id)
@@ -138,7 +144,9 @@ async def deliver(
                 if refused.status not in _RECORDED_STATUSES:
                     raise
                 raise _Refused(refused) from None
-            await _record(conn, consumer, key, verb, actor, "applied", {}, effect)
+            if effect.order != order:  # decided on another order than the key's: retry
+                raise errors.Busy("The order changed while the fact was applied; retry.")
+            await _record(conn, order, key, verb, actor, "applied", {}, effect)
             return _answer(key, "applied", {}, effect)
     except _Refused as refused:  # every effect is rolled back: claim again, record the refusal
         code, fields = refused.refusal.code, refused.refusal.fields
@@ -147,7 +155,7 @@ async def deliver(
             claimed = await _claim(conn, consumer, key, verb, fact, actor, now)
             if claimed is not None:  # a concurrent delivery of the key was recorded meanwhile
                 return claimed
-            await _record(conn, consumer, key, verb, actor, code, detail, Effect())
+            await _record(conn, order, key, verb, actor, code, detail, Effect())
             return _answer(key, code, detail, Effect())
 
 
@@ -169,7 +177,7 @@ async def _claim(
 
 async def _record(
     conn: Connection,
-    consumer: str,
+    order: OrderKey,
     key: str,
     verb: Verb,
     actor: Actor,
@@ -177,10 +185,11 @@ async def _record(
     detail: dict[str, Any],
     effect: Effect,
 ) -> None:
-    """The outcome on the inbox row and the fact's audit row (no attendee data)."""
+    """The outcome on the inbox row and the fact's audit row (no attendee data; the
+    order's company, which a platform actor's audit row does not carry otherwise)."""
     await conn.execute(
         _RECORD,
-        consumer,
+        consumer_of(order.company_id),
         key,
         outcome,
         detail,
@@ -196,5 +205,6 @@ async def _record(
             "registrations": len(effect.registration_ids),
             "skipped": len(effect.skipped_ids),
             "overbooked": effect.overbooked,
+            "order_company_id": str(order.company_id) if order.company_id else None,
         },
     )

@@ -13,10 +13,19 @@ The decisions are docs/architecture.md, "The sale seam":
 - cancelled: every row of the order goes to `cancel`; `sale_status` is kept;
   booths are untouched.
 
+An order is (company, order id) (`orders`): a fact reads and writes its own company's
+order row, and touches only the registrations and booth bookings of that order (rows
+minted by it carry `sale_order_company_id`, bookings `order_company_id`) on events the
+actor sees; another company's event named by a line answers exactly as a missing one.
+A platform actor's facts kept before the order named any event (a platform order with no
+rows) become the company's order when the platform's confirmed fact names that company's
+events, their inbox keys with them.
+
 Lock order: the inbox row, the order row (`event.sale_orders`: facts of one order
-run one at a time), the events by id, their slots by id, their tickets by id, the
-registrations by id, then what the register verb and the transition lock after
-them (scheduler rows), then booth bookings and booths.
+run one at a time; a platform order being adopted before the company's), the events by
+id, their slots by id, their tickets by id, the registrations by id, then what the
+register verb and the transition lock after them (scheduler rows), then booth bookings
+and booths.
 """
 
 from __future__ import annotations
@@ -43,47 +52,94 @@ from events_svc.verbs.registrations import (
     write_state,
 )
 from events_svc.verbs.sale.inbox import Effect, deliver
+from events_svc.verbs.sale.orders import OrderKey, consumer_of, order_of_id, order_of_lines
 from events_svc.verbs.sale.truth import OrderState, sale_composed_state
 
 __all__ = ["apply_cancelled", "apply_confirmed", "apply_paid", "deliver"]
 
 _ORDER_CONFIRMED = """
 INSERT INTO event.sale_orders AS o
-    (order_id, state, amount_is_zero, currency, created_at, updated_at)
-VALUES ($1, CASE WHEN $2 THEN 'sale' ELSE 'sent' END::event.sale_order_state, $2, $3, $4, $4)
-ON CONFLICT (order_id) DO UPDATE SET
+    (company_id, order_id, state, amount_is_zero, currency, created_at, updated_at)
+VALUES ($1, $2, CASE WHEN $3 THEN 'sale' ELSE 'sent' END::event.sale_order_state, $3, $4,
+    $5, $5)
+ON CONFLICT ON CONSTRAINT sale_orders_pkey DO UPDATE SET
     state = CASE
         -- cancelled before it was ever confirmed (and never paid): it stays cancelled
         WHEN o.state = 'cancel' AND o.amount_is_zero IS NULL THEN 'cancel'
-        WHEN $2 OR o.paid_at IS NOT NULL THEN 'sale'
+        WHEN $3 OR o.paid_at IS NOT NULL THEN 'sale'
         ELSE 'sent' END::event.sale_order_state,
-    amount_is_zero = $2, currency = $3, updated_at = $4
+    amount_is_zero = $3, currency = $4, updated_at = $5
 RETURNING state::text AS state
 """
 # the order's state before a paid fact: a late paid fact lifts cancelled rows only when the
 # order's last word was its cancellation (a re-confirmed order's old rows are superseded)
 _ORDER_BEFORE = """
-SELECT state::text FROM event.sale_orders WHERE order_id = $1 FOR NO KEY UPDATE
+SELECT state::text FROM event.sale_orders
+WHERE order_id = $2 AND company_id IS NOT DISTINCT FROM $1
+FOR NO KEY UPDATE
 """
 _ORDER_PAID = """
-INSERT INTO event.sale_orders AS o (order_id, state, paid_at, created_at, updated_at)
-VALUES ($1, 'sale', $2, $2, $2)
-ON CONFLICT (order_id) DO UPDATE SET
-    state = 'sale', paid_at = coalesce(o.paid_at, $2), updated_at = $2
+INSERT INTO event.sale_orders AS o (company_id, order_id, state, paid_at, created_at, updated_at)
+VALUES ($1, $2, 'sale', $3, $3, $3)
+ON CONFLICT ON CONSTRAINT sale_orders_pkey DO UPDATE SET
+    state = 'sale', paid_at = coalesce(o.paid_at, $3), updated_at = $3
 """
 _ORDER_CANCELLED = """
-INSERT INTO event.sale_orders AS o (order_id, state, cancelled_at, created_at, updated_at)
-VALUES ($1, 'cancel', $2, $2, $2)
-ON CONFLICT (order_id) DO UPDATE SET state = 'cancel', cancelled_at = $2, updated_at = $2
+INSERT INTO event.sale_orders AS o
+    (company_id, order_id, state, cancelled_at, created_at, updated_at)
+VALUES ($1, $2, 'cancel', $3, $3, $3)
+ON CONFLICT ON CONSTRAINT sale_orders_pkey DO UPDATE SET
+    state = 'cancel', cancelled_at = $3, updated_at = $3
 """
+# adoption: the platform order of this id, locked before the company's order row
+_LOCK_PLATFORM_ORDER = """
+SELECT true FROM event.sale_orders WHERE order_id = $1 AND company_id IS NULL
+FOR UPDATE  -- a concurrent platform fact of shared events would give it rows
+"""
+# read after the lock (a statement of its own: it sees what committed meanwhile)
+_PLATFORM_ORDER_HAS_ROWS = """
+SELECT EXISTS (SELECT 1 FROM event.registrations
+               WHERE sale_order_id = $1 AND sale_order_company_id IS NULL)
+    OR EXISTS (SELECT 1 FROM event.booth_bookings
+               WHERE order_id = $1 AND order_company_id IS NULL)
+"""
+# the company's order takes the kept facts, unless the company already has an order of
+# this id (then the platform's order stays its own)
+_ADOPT = """
+INSERT INTO event.sale_orders (company_id, order_id, state, amount_is_zero, currency,
+    paid_at, cancelled_at, created_at, updated_at)
+SELECT $2, order_id, state, amount_is_zero, currency, paid_at, cancelled_at, created_at, $3
+FROM event.sale_orders WHERE order_id = $1 AND company_id IS NULL
+ON CONFLICT ON CONSTRAINT sale_orders_pkey DO NOTHING
+RETURNING true
+"""
+_DROP_PLATFORM_ORDER = "DELETE FROM event.sale_orders WHERE order_id = $1 AND company_id IS NULL"
+# the platform order's inbox rows move to the company's key space (a key the company
+# recorded itself stays the company's)
+_MOVE_KEYS = """
+WITH moved AS (
+    INSERT INTO event.seam_inbox (consumer, external_id, verb, order_id, outcome, detail,
+        registration_ids, skipped_ids, overbooked, actor_id, created_at)
+    SELECT $2, external_id, verb, order_id, outcome, detail, registration_ids, skipped_ids,
+        overbooked, actor_id, created_at
+    FROM event.seam_inbox WHERE consumer = $3 AND order_id = $1
+    ON CONFLICT DO NOTHING
+    RETURNING external_id
+)
+DELETE FROM event.seam_inbox
+WHERE consumer = $3 AND order_id = $1 AND external_id IN (SELECT external_id FROM moved)
+"""
+# the order's rows: minted by this company's order, on events the actor sees
 _MIRROR = """
-UPDATE event.registrations SET sale_order_state = $2::event.sale_order_state
-WHERE sale_order_id = $1 AND sale_order_state IS DISTINCT FROM $2::event.sale_order_state
-  AND event.visible_to(company_id, $3)
+UPDATE event.registrations SET sale_order_state = $3::event.sale_order_state
+WHERE sale_order_id = $2 AND sale_order_company_id IS NOT DISTINCT FROM $1
+  AND sale_order_state IS DISTINCT FROM $3::event.sale_order_state
+  AND event.visible_to(company_id, $4)
 """
 _ORDER_ROWS = """
 SELECT id, event_id, event_slot_id, event_ticket_id FROM event.registrations
-WHERE sale_order_id = $1 AND event.visible_to(company_id, $2)
+WHERE sale_order_id = $2 AND sale_order_company_id IS NOT DISTINCT FROM $1
+  AND event.visible_to(company_id, $3)
 ORDER BY id
 """
 _LOCK_EVENTS = """
@@ -138,10 +194,17 @@ def _refuse_for_line(refused: errors.DomainError, line: SeamLine) -> errors.Doma
 async def apply_confirmed(
     conn: Connection, actor: Actor, cmd: OrderConfirmed, now: datetime
 ) -> Effect:
-    """Mint every line's attendees through the register verb; book its booths."""
+    """Mint every line's attendees through the register verb; book its booths (the
+    order: the actor's company's, or the one company of the lines' events)."""
+    order = await order_of_lines(conn, actor, cmd.order_id, (x.event_id for x in cmd.lines))
+    if actor.company_id is None and order.company_id is not None:
+        await _adopt_platform_order(conn, order, now)
     zero = amount_is_zero(cmd.amount_total)
     order_state = cast(
-        OrderState, await conn.fetchval(_ORDER_CONFIRMED, cmd.order_id, zero, cmd.currency, now)
+        OrderState,
+        await conn.fetchval(
+            _ORDER_CONFIRMED, order.company_id, cmd.order_id, zero, cmd.currency, now
+        ),
     )
     if order_state == "cancel":  # cancelled before confirmed: its attendees are born cancelled
         _, sale_status = sale_composed_state("draft", None, "sent", zero)
@@ -150,7 +213,9 @@ async def apply_confirmed(
         state, sale_status = sale_composed_state("draft", None, order_state, zero)
     if state not in ("open", "draft", "cancel") or sale_status is None:
         raise RuntimeError(f"the sale truth table minted {state}/{sale_status}")
-    mint = SaleMint(cmd.order_id, cast(MintState, state), sale_status, order_state, zero)
+    mint = SaleMint(
+        cmd.order_id, cast(MintState, state), sale_status, order_state, zero, order.company_id
+    )
     if len(cmd.lines) > 1:  # one line's locks are the register verb's own, in order
         visible = await _lock_events_and_scopes(
             conn,
@@ -165,7 +230,7 @@ async def apply_confirmed(
             if cmd.lines[0].attendees
             else await _visible(conn, actor, cmd.lines[0].event_id)
         )
-    effect = Effect()
+    effect = Effect(order=order)
     for line in cmd.lines:
         if not line.attendees:
             continue
@@ -207,17 +272,35 @@ async def apply_confirmed(
                 order_line_id=line.line_id,
                 contact=contact,
                 now=now,
+                company_id=order.company_id,
+                viewer=actor.company_id,
             )
         except errors.DomainError as refused:
             raise _refuse_for_line(refused, line) from None
     return effect
 
 
+async def _adopt_platform_order(conn: Connection, order: OrderKey, now: datetime) -> None:
+    """A platform actor's confirmed fact names a company's events: the facts it sent
+    before (a platform order of this id with no rows yet) become that company's order,
+    their inbox keys with them. A platform order with rows, or a company that already has
+    an order of this id, leaves both as they are."""
+    if not await conn.fetchval(_LOCK_PLATFORM_ORDER, order.order_id):
+        return
+    if await conn.fetchval(_PLATFORM_ORDER_HAS_ROWS, order.order_id):
+        return
+    if not await conn.fetchval(_ADOPT, order.order_id, order.company_id, now):
+        return
+    await conn.execute(_DROP_PLATFORM_ORDER, order.order_id)
+    await conn.execute(_MOVE_KEYS, order.order_id, consumer_of(order.company_id), consumer_of(None))
+
+
 async def _lock_order_rows(
-    conn: Connection, actor: Actor, order_id: UUID
+    conn: Connection, actor: Actor, order: OrderKey
 ) -> tuple[dict[UUID, dict[str, Any]], dict[UUID, dict[str, Any] | None], list[dict[str, Any]]]:
-    """Lock the order's events, slots, tickets, then its registrations (by id)."""
-    found = await conn.fetch(_ORDER_ROWS, order_id, actor.company_id)
+    """Lock the order's events, slots, tickets, then its registrations (by id): the rows
+    of this company's order on events the actor sees."""
+    found = await conn.fetch(_ORDER_ROWS, order.company_id, order.order_id, actor.company_id)
     events = {
         eid: await lock_event_by_id(conn, eid) for eid in sorted({r["event_id"] for r in found})
     }
@@ -232,14 +315,16 @@ async def _lock_order_rows(
 
 
 async def apply_paid(conn: Connection, actor: Actor, order_id: UUID, now: datetime) -> Effect:
-    """The forward-only heal of the order's unpaid rows, and the booths' paid latch."""
-    before = await conn.fetchval(_ORDER_BEFORE, order_id)
-    await conn.execute(_ORDER_PAID, order_id, now)
+    """The forward-only heal of the order's unpaid rows, and the booths' paid latch (the
+    order: the actor's company's, or the one order of this id)."""
+    order = await order_of_id(conn, actor, order_id)
+    before = await conn.fetchval(_ORDER_BEFORE, order.company_id, order_id)
+    await conn.execute(_ORDER_PAID, order.company_id, order_id, now)
     liftable: tuple[str, ...] = ("draft", "open", "done")
     if before in ("cancel", None):  # the order's last word was its cancellation
         liftable += ("cancel",)
-    events, tickets, regs = await _lock_order_rows(conn, actor, order_id)
-    effect = Effect()
+    events, tickets, regs = await _lock_order_rows(conn, actor, order)
+    effect = Effect(order=order)
     for reg in regs:
         if reg["sale_status"] != "to_pay":
             continue
@@ -267,16 +352,20 @@ async def apply_paid(conn: Connection, actor: Actor, order_id: UUID, now: dateti
             note={"fact": "paid"},
         )
         effect.registration_ids.append(reg["id"])
-    await conn.execute(_MIRROR, order_id, "sale", actor.company_id)
-    await latch_paid_booths(conn, order_id)
+    await conn.execute(_MIRROR, order.company_id, order_id, "sale", actor.company_id)
+    await latch_paid_booths(
+        conn, order_id, company_id=order.company_id, viewer=actor.company_id, now=now
+    )
     return effect
 
 
 async def apply_cancelled(conn: Connection, actor: Actor, order_id: UUID, now: datetime) -> Effect:
-    """Every registration of the order to `cancel`, its sale status kept."""
-    await conn.execute(_ORDER_CANCELLED, order_id, now)
-    events, tickets, regs = await _lock_order_rows(conn, actor, order_id)
-    effect = Effect()
+    """Every registration of the order to `cancel`, its sale status kept (the order: the
+    actor's company's, or the one order of this id)."""
+    order = await order_of_id(conn, actor, order_id)
+    await conn.execute(_ORDER_CANCELLED, order.company_id, order_id, now)
+    events, tickets, regs = await _lock_order_rows(conn, actor, order)
+    effect = Effect(order=order)
     for reg in regs:
         if reg["state"] == "cancel":
             continue
@@ -295,5 +384,5 @@ async def apply_cancelled(conn: Connection, actor: Actor, order_id: UUID, now: d
             note={"fact": "cancelled"},
         )
         effect.registration_ids.append(reg["id"])
-    await conn.execute(_MIRROR, order_id, "cancel", actor.company_id)
+    await conn.execute(_MIRROR, order.company_id, order_id, "cancel", actor.company_id)
     return effect
