@@ -167,6 +167,15 @@ async def test_one_order_id_used_by_two_companies_is_two_independent_orders(api:
             uuid.UUID(order),
         )
     assert {(r["company_id"], r["state"]) for r in orders} == {(a.id, "sale"), (b.id, "cancel")}
+    # reading the rows by order id, each company sees its own order's rows only, the one on
+    # the shared event included (the other's row there is visible to it, but not its order)
+    for who, rows in ((a, rows_a), (b, rows_b)):
+        reader = await api.token("registration:read", company=who.id)
+        listed = await api.client.get(
+            "/admin/registrations", params={"sale_order_id": order}, headers=reader
+        )
+        assert listed.status_code == 200, listed.text
+        assert sorted(x["id"] for x in listed.json()["items"]) == sorted(rows)
 
 
 async def test_another_companys_event_in_a_fact_answers_like_a_missing_event(api: Api, admin):

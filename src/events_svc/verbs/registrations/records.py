@@ -41,7 +41,11 @@ WHERE r.id = $1 AND event.visible_to(r.company_id, $2)
 _LIST = """
 SELECT * FROM event.registration_view r
 WHERE ($1::uuid IS NULL OR r.event_id = $1)
-  AND ($9::uuid IS NULL OR r.sale_order_id = $9)
+  AND ($9::uuid IS NULL OR (r.sale_order_id = $9
+       -- an order is the company's own: a company reads its own order of that id, not
+       -- another company's of the same id on a shared event
+       AND ($2::uuid IS NULL OR (SELECT x.sale_order_company_id FROM event.registrations x
+                                 WHERE x.id = r.id) = $2)))
   AND event.visible_to(r.company_id, $2)
   AND ($3::text IS NULL OR r.state = $3)
   AND ($4::boolean IS NULL OR r.active = $4)
