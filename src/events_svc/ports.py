@@ -3,13 +3,20 @@
 Missing wiring is loud: a `Refusing*` default raises a typed refusal, never a
 silent skip. The standalone composition (`events-svc serve`) installs its own
 adapters where it has them.
+
+A template renderer may add two optional members, each its own Protocol so that a
+host's renderer with only `render` and `template_kind` stays a complete one:
+`template_company` (`TemplateCompanies`: whose template it is; lines are then fenced by
+it, 422 `template_not_in_company`) and `prepare` (`TemplatePreparer`: compile before
+the passes take their row locks). Verbs reach them through `template_company` and
+`prepare_template` below, which are no-ops for a renderer without them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 from uuid import UUID
 
 from events_svc import errors
@@ -135,6 +142,53 @@ class TemplateRenderer(Protocol):
         template: a scheduler or type line naming it is refused (422 template_not_found).
         `conn` is the writing verb's open transaction."""
         ...
+
+
+@runtime_checkable
+class TemplateCompanies(Protocol):
+    """Optional beside `TemplateRenderer`: a renderer whose templates belong to companies
+    (the standalone store does). With it, a line may name only a template of the line's
+    company or a platform template (422 `template_not_in_company`): an event's line, of
+    the event's company; a type's line, of the writing actor's; the dispatcher's shared
+    mapping, a platform template only. A host's renderer without it answers for its own
+    templates: the service then lets any template it knows serve any company's lines,
+    so a host that keeps templates per tenant implements this member."""
+
+    async def template_company(self, conn: Any, template_ref: UUID) -> UUID | None:
+        """The company that owns the template, or None for a platform template (usable
+        by every company). Asked only of a template `template_kind` found."""
+        ...
+
+
+@runtime_checkable
+class TemplatePreparer(Protocol):
+    """Optional beside `TemplateRenderer`: compile a template BEFORE the caller takes row
+    locks. The scheduler pass calls it for a line's template after picking the line and
+    before claiming it; the dispatcher, for its mapped templates before each claim; so
+    `render`, called under those locks, finds the template compiled. A renderer without
+    it compiles when it renders (and should keep that off the event loop)."""
+
+    async def prepare(self, conn: Any, template_ref: UUID, template_kind: str) -> None:
+        """Make `render` of this template cheap (compile and cache it); never raises for
+        a missing or broken template (`render` reports those). `conn` holds no lock."""
+        ...
+
+
+async def template_company(
+    renderer: TemplateRenderer, conn: Any, template_ref: UUID
+) -> tuple[bool, UUID | None]:
+    """(whether the renderer fences its templates by company, the template's company)."""
+    if isinstance(renderer, TemplateCompanies):
+        return True, await renderer.template_company(conn, template_ref)
+    return False, None
+
+
+async def prepare_template(
+    renderer: TemplateRenderer, conn: Any, template_ref: UUID, template_kind: str
+) -> None:
+    """Compile the template now, before row locks are taken (no-op without `prepare`)."""
+    if isinstance(renderer, TemplatePreparer):
+        await renderer.prepare(conn, template_ref, template_kind)
 
 
 class MailQueue(Protocol):

@@ -122,7 +122,12 @@ class EventSurface:
 
     async def on_template_deleted(self, kind: Channel, template_ref: UUID) -> dict[str, Any]:
         """Delete the scheduler and type lines of a deleted (kind, template) pair (what
-        `DELETE /admin/templates/{id}` runs); {mails_deleted, type_lines_deleted}."""
+        `DELETE /admin/templates/{id}` runs), within the surface actor's company fence:
+        a company actor's call deletes only its events' lines (and never the platform's
+        trigger mapping); {mails_deleted, type_lines_deleted, trigger_purposes_unmapped}.
+        A host whose renderer keeps templates per company should also implement
+        `ports.TemplateCompanies`, so that lines may name only their company's
+        templates."""
         return await on_template_deleted(self.pool, self.actor, kind, template_ref)
 
     async def run_due_schedulers(self) -> RunSummary:

@@ -14,7 +14,9 @@ from jinja2.sandbox import SandboxedEnvironment
 from events_svc import errors
 from events_svc.templating import (
     DEADLINE_SECONDS,
+    MAX_NODES,
     MAX_OUTPUT,
+    MAX_TREE_DEPTH,
     RenderFailed,
     check_template,
     compile_template,
@@ -136,6 +138,57 @@ def test_lipsum_is_not_available() -> None:
 def test_a_template_cannot_load_another() -> None:
     with pytest.raises(errors.TemplateInvalid):
         check_template("{% include 'other.txt' %}", field="body")
+
+
+def chains(terms: int, lines: int) -> str:
+    return ("{{ " + "+".join(["1"] * terms) + " }}\n") * lines
+
+
+def test_the_long_plus_chains_of_issue_26_are_too_complex_and_refused_at_once() -> None:
+    source = chains(150, 32)  # 9.9 KB: 15 s to check before (quadratic compile)
+    started = time.monotonic()
+    with pytest.raises(errors.TemplateTooComplex) as refused:
+        check_template(source, field="body")
+    assert time.monotonic() - started < 1.0
+    assert refused.value.fields["limit"] in ("nodes", "depth")  # it passes both
+    with pytest.raises(errors.TemplateTooComplex) as refused:
+        check_template(chains(40, 200), field="body")  # shallow, but 16 000 nodes
+    assert refused.value.fields == {"field": "body", "limit": "nodes", "max": MAX_NODES}
+
+
+def test_a_template_nested_too_deeply_names_the_depth_limit() -> None:
+    for source in (chains(MAX_TREE_DEPTH + 5, 1), "{{ " + "(" * 3000 + "1" + ")" * 3000 + " }}"):
+        with pytest.raises(errors.TemplateTooComplex) as refused:
+            check_template(source, field="subject")
+        assert refused.value.fields == {"field": "subject", "limit": "depth", "max": 64}
+
+
+def test_a_large_text_stops_parsing_at_the_token_cap() -> None:
+    started = time.monotonic()
+    with pytest.raises(errors.TemplateTooComplex) as refused:
+        check_template("{{ x }}" * 14_000, field="body")  # 98 KB, 42 000 tokens
+    assert time.monotonic() - started < 2.0
+    assert refused.value.fields["limit"] == "nodes"
+
+
+def test_a_template_just_within_the_limits_is_checked_and_compiled_in_linear_time() -> None:
+    source = chains(60, 40)  # 4 802 nodes, 61 deep: what the limits still admit
+    started = time.monotonic()
+    check_template(source, field="body")
+    compiled = compile_template(source)
+    assert time.monotonic() - started < 3.0
+    assert render(compiled, CONTEXT) == "\n".join(["60"] * 40)  # Jinja drops the last newline
+
+
+def test_compiling_a_stored_template_over_the_limits_is_render_failed() -> None:
+    for source, reason in (
+        (chains(40, 200), f"over {MAX_NODES} nodes"),
+        (chains(100, 1), f"nested over {MAX_TREE_DEPTH} deep"),
+        ("{{ " + "(" * 3000 + "1" + ")" * 3000 + " }}", "nested too deeply"),
+    ):
+        with pytest.raises(RenderFailed) as failure:
+            compile_template(source)
+        assert (failure.value.kind, failure.value.reason) == ("TemplateTooComplex", reason)
 
 
 # --- bounded rendering -------------------------------------------------------------------

@@ -1,10 +1,12 @@
 """The standalone adapters: templates from event.message_templates, the outbox queue.
 
 The renderer compiles templates with the bounded sandbox of `templating` (checked
-when written; bounded in time, size and iterations when rendered) and renders a
-batch of recipients in one worker-thread hop, so a hostile template never stalls
-the service. Any
-failure of a render is `render_failed` with a safe detail (never attendee data).
+when written; bounded in time, size and iterations when rendered), in a template
+worker thread before the passes take their row locks (`prepare`), keeps them by
+revision, and renders a batch of recipients in one worker-thread hop, so a hostile
+template never stalls the service. It says whose each template is
+(`template_company`: the company fence of the lines that use it). Any failure of a
+render is `render_failed` with a safe detail (never attendee data).
 The mail and sms queues write event.outbox_messages in the scheduler's own
 transaction, so a receipt and its queued message commit (or vanish) together.
 """
@@ -14,6 +16,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+from collections import OrderedDict
+from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
@@ -33,9 +37,14 @@ from events_svc.ports import (
 from events_svc.settings import Settings
 
 _TEMPLATE = """
-SELECT subject, body FROM event.message_templates WHERE id = $1 AND kind = $2::event.template_kind
+SELECT subject, body, revision FROM event.message_templates
+WHERE id = $1 AND kind = $2::event.template_kind
+"""
+_REVISION = """
+SELECT revision FROM event.message_templates WHERE id = $1 AND kind = $2::event.template_kind
 """
 _KIND = "SELECT kind::text FROM event.message_templates WHERE id = $1"
+_COMPANY = "SELECT company_id FROM event.message_templates WHERE id = $1"
 _OUTBOX = """
 INSERT INTO event.outbox_messages (channel, recipient, sender, subject, body, event_id,
     registration_id, scheduler_id, attachments, trigger_id)
@@ -46,50 +55,108 @@ FROM unnest($1::event.notification_channel[], $2::text[], $3::text[], $4::text[]
     AS m(channel, recipient, sender, subject, body, event_id, registration_id, scheduler_id,
         attachments, trigger_id)
 """
-_CACHE_SECONDS = 5.0  # an edited template is used by passes at most this much later
+_CACHE_SIZE = 64  # compiled templates kept (the least recently used goes first)
+# a render under row locks uses the revision its pass prepared this long ago even when the
+# template was edited in between (the edit raced the batch); an older one is recompiled
+_PREPARED_SECONDS = 10.0
+
+Key = tuple[UUID, str]
+
+
+@dataclass(frozen=True)
+class _Compiled:
+    """One revision of a template, compiled (or why it could not be)."""
+
+    revision: int
+    at: float  # time.monotonic() when it was compiled or last confirmed current
+    subject: jinja2.Template | None = None
+    body: jinja2.Template | None = None
+    failure: str | None = None
+
+
+def _compile(revision: int, subject: str, body: str) -> _Compiled:
+    """Both texts compiled (in a template worker thread: `templating.off_loop`)."""
+    try:
+        compiled = (templating.compile_template(subject), templating.compile_template(body))
+    except templating.RenderFailed as exc:  # stored before the checks (or limits) were
+        return _Compiled(revision, time.monotonic(), failure=str(exc))
+    return _Compiled(revision, time.monotonic(), *compiled)
 
 
 class StoreRenderer:
-    """Renders rows of event.message_templates (kind mail|sms)."""
+    """Renders rows of event.message_templates (kind mail|sms), whose `company_id` fences
+    the lines that may use them (`template_company`).
+
+    Compiled templates are cached by (id, kind) with the row's `revision`, which every
+    edit bumps: `prepare` (called by the passes before they take row locks) compiles a
+    template once per revision, in a template worker thread; `render`, under the locks,
+    only reads the row's revision and uses the compiled template. It compiles (still off
+    the loop) only for a caller that did not prepare, or when the cached revision is
+    stale and was not confirmed by a prepare within `_PREPARED_SECONDS`.
+    """
 
     def __init__(self) -> None:
-        # compiled (subject, body) per template, kept briefly: a pass renders one template
-        # for many recipients, and must not query and compile it for each of them
-        self._cache: dict[tuple[UUID, str], tuple[float, jinja2.Template, jinja2.Template]] = {}
+        self._cache: OrderedDict[Key, _Compiled] = OrderedDict()
 
-    async def _load(
-        self, conn: Any, ref: UUID, kind: str
-    ) -> tuple[jinja2.Template, jinja2.Template]:
-        hit = self._cache.get((ref, kind))
-        if hit is not None and time.monotonic() - hit[0] < _CACHE_SECONDS:
-            return hit[1], hit[2]
-        row = await conn.fetchrow(_TEMPLATE, ref, kind)
+    def _keep(self, key: Key, entry: _Compiled) -> _Compiled:
+        self._cache[key] = entry
+        self._cache.move_to_end(key)
+        while len(self._cache) > _CACHE_SIZE:
+            self._cache.popitem(last=False)
+        return entry
+
+    async def _compile(self, conn: Any, key: Key) -> _Compiled | None:
+        row = await conn.fetchrow(_TEMPLATE, *key)
         if row is None:
-            self._cache.pop((ref, kind), None)
+            self._cache.pop(key, None)
+            return None
+        entry = await templating.off_loop(_compile, row["revision"], row["subject"], row["body"])
+        return self._keep(key, entry)
+
+    async def prepare(self, conn: Any, template_ref: UUID, template_kind: str) -> None:
+        key = (template_ref, template_kind)
+        revision = await conn.fetchval(_REVISION, *key)
+        hit = self._cache.get(key)
+        if revision is None:
+            self._cache.pop(key, None)
+        elif hit is not None and hit.revision == revision:
+            self._keep(key, dataclasses.replace(hit, at=time.monotonic()))
+        else:
+            await self._compile(conn, key)
+
+    async def _load(self, conn: Any, key: Key) -> _Compiled:
+        revision = await conn.fetchval(_REVISION, *key)
+        hit = self._cache.get(key)
+        if revision is None:
+            self._cache.pop(key, None)
+            hit = None
+        elif hit is None or (
+            hit.revision != revision and time.monotonic() - hit.at > _PREPARED_SECONDS
+        ):
+            hit = await self._compile(conn, key)
+        if hit is None:
+            ref, kind = key
             raise MailRefused(MailErrorKind.TEMPLATE_UNRESOLVED, f"no {kind} template {ref}")
-        try:
-            compiled = (
-                templating.compile_template(row["subject"]),
-                templating.compile_template(row["body"]),
-            )
-        except templating.RenderFailed as exc:  # stored before templates were checked
-            raise MailRefused(MailErrorKind.RENDER_FAILED, str(exc)) from None
-        self._cache[(ref, kind)] = (time.monotonic(), *compiled)
-        return compiled
+        return hit
 
     async def render(self, conn: Any, request: RenderRequest) -> list[Rendered]:
-        subject, body = await self._load(conn, request.template_ref, request.template_kind)
+        entry = await self._load(conn, (request.template_ref, request.template_kind))
+        if entry.subject is None or entry.body is None:
+            raise MailRefused(MailErrorKind.RENDER_FAILED, entry.failure or "render_failed")
         try:
-            texts = await templating.render_pairs(subject, body, request.contexts)
+            texts = await templating.render_pairs(entry.subject, entry.body, request.contexts)
         except templating.RenderFailed as exc:
-            # the next attempt reads the template again: an operator's fix applies at once
-            self._cache.pop((request.template_ref, request.template_kind), None)
             raise MailRefused(MailErrorKind.RENDER_FAILED, str(exc)) from None
         return [Rendered(subject=s, body=b) for s, b in texts]
 
     async def template_kind(self, conn: Any, template_ref: UUID) -> str | None:
         kind: str | None = await conn.fetchval(_KIND, template_ref)
         return kind
+
+    async def template_company(self, conn: Any, template_ref: UUID) -> UUID | None:
+        """The template's company; None for a platform template (or no such template)."""
+        company: UUID | None = await conn.fetchval(_COMPANY, template_ref)
+        return company
 
 
 class OutboxQueue:

@@ -122,6 +122,9 @@ class TypePatch(Command):
 
 
 class TypeMailLine(Command):
+    """`template_ref`: a template of the writer's company or a platform template (types
+    are shared by every company)."""
+
     interval_nbr: IntervalNbr = 1
     interval_unit: IntervalUnit = "hours"
     interval_kind: IntervalKind = "before_event"

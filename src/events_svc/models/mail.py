@@ -103,13 +103,16 @@ class TemplatePatch(Command):
 
 
 class TemplateView(View):
-    """A stored template; `links_unavailable` names the links that render empty here."""
+    """A stored template; `links_unavailable` names the links that render empty here.
+    `company_id` (read-only) is the company it belongs to: the creating actor's, or null
+    for a platform template (usable by every company, written by platform operators)."""
 
     id: UUID
     kind: Channel
     name: str
     subject: str
     body: str
+    company_id: UUID | None = None
     links_unavailable: list[str] = Field(default_factory=list)
     created_at: datetime
     updated_at: datetime

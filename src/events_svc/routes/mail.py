@@ -102,14 +102,19 @@ async def run_schedulers(ctx: Ctx, actor: Run) -> Response:
 async def list_templates(
     ctx: Ctx, actor: Read, limit: Limit = None, cursor: Cursor = None
 ) -> Response:
+    """The templates the actor sees: its company's and the platform ones (`company_id`
+    null); every template for an actor without a company."""
     page = await templates.list_templates(
-        ctx.db(), links_unavailable=_links_unavailable(ctx), limit=limit, cursor=cursor
+        ctx.db(), actor, links_unavailable=_links_unavailable(ctx), limit=limit, cursor=cursor
     )
     return answer(Page[TemplateView], page)
 
 
 @router.post("/admin/templates", status_code=status.HTTP_201_CREATED, response_model=TemplateView)
 async def create_template(ctx: Ctx, actor: TemplateWrite, body: TemplateCreate) -> Response:
+    """A template of the actor's company (a platform one for an actor without a company),
+    checked off the event loop (422 template_invalid, template_variable_unknown,
+    template_too_complex)."""
     view = await templates.create_template(
         ctx.db(), actor, body, ctx.clock(), links_unavailable=_links_unavailable(ctx)
     )
@@ -118,8 +123,9 @@ async def create_template(ctx: Ctx, actor: TemplateWrite, body: TemplateCreate) 
 
 @router.get("/admin/templates/{template_id}", response_model=TemplateView)
 async def get_template(ctx: Ctx, actor: Read, template_id: UUID) -> Response:
+    """Another company's template answers 404, like a missing one."""
     view = await templates.get_template(
-        ctx.db(), template_id, links_unavailable=_links_unavailable(ctx)
+        ctx.db(), actor, template_id, links_unavailable=_links_unavailable(ctx)
     )
     return answer(TemplateView, view)
 
@@ -128,6 +134,8 @@ async def get_template(ctx: Ctx, actor: Read, template_id: UUID) -> Response:
 async def patch_template(
     ctx: Ctx, actor: TemplateWrite, template_id: UUID, body: TemplatePatch
 ) -> Response:
+    """Another company's template answers 404; a platform template is edited by platform
+    operators only (403 missing_scope for a company actor)."""
     view = await templates.patch_template(
         ctx.db(),
         actor,
@@ -141,7 +149,8 @@ async def patch_template(
 
 @router.delete("/admin/templates/{template_id}", response_model=TemplateDeleted)
 async def delete_template(ctx: Ctx, actor: TemplateWrite, template_id: UUID) -> Response:
-    """Deletes the template and the scheduler lines that use it; answers the counts."""
+    """Deletes the template and the lines that use it on the events the actor sees;
+    answers the counts (404 and 403 as for a PATCH)."""
     return answer(TemplateDeleted, await templates.delete_template(ctx.db(), actor, template_id))
 
 

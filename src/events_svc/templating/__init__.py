@@ -1,7 +1,11 @@
 """Organisers' message templates: checked when written, bounded when rendered.
 
-Templates are hostile input. `check_template` (check.py) refuses one that does not
-compile or names anything outside `CONTEXT_FIELDS`. `compile_template` and `render`
+Templates are hostile input. `check_template` (check.py) refuses one whose parsed tree
+passes MAX_NODES nodes or MAX_TREE_DEPTH levels (tree.py: `template_too_complex`), that
+does not compile, or that names anything outside `CONTEXT_FIELDS`; `check_texts` runs
+it, and the store's compiles run, in a small pool of worker threads (worker.py:
+`off_loop`), never on the event loop. Jinja's optimizer is off (it made compiling
+quadratic while folding nothing in the sandbox). `compile_template` and `render`
 (sandbox.py) run them in one bounded sandbox, and any failure is `RenderFailed`, whose
 message is safe to log and store (exception type, template line, spent budget; never
 the exception's text, which may quote attendee data). The limits (budget.py):
@@ -25,8 +29,10 @@ from events_svc.templating.budget import (
     MAX_OUTPUT,
     RenderFailed,
 )
-from events_svc.templating.check import CONTEXT_FIELDS, check_template
+from events_svc.templating.check import CONTEXT_FIELDS, check_template, check_texts
 from events_svc.templating.sandbox import compile_template, render, render_pairs
+from events_svc.templating.tree import MAX_NODES, MAX_TREE_DEPTH
+from events_svc.templating.worker import off_loop
 
 __all__ = [
     "CONTEXT_FIELDS",
@@ -36,10 +42,14 @@ __all__ = [
     "MAX_INT_BITS",
     "MAX_ITEMS",
     "MAX_LOOP_ITEMS",
+    "MAX_NODES",
     "MAX_OUTPUT",
+    "MAX_TREE_DEPTH",
     "RenderFailed",
     "check_template",
+    "check_texts",
     "compile_template",
+    "off_loop",
     "render",
     "render_pairs",
 ]

@@ -1,5 +1,12 @@
 """The bounded sandbox: a Jinja2 sandboxed environment whose every hook spends the
-render's budget, and the compile and render functions that run templates in it."""
+render's budget, and the compile and render functions that run templates in it.
+
+Jinja's optimizer is off: it folds constants, and folding is what the sandbox forbids
+(every intercepted operator, filter and attribute refuses outside a render), so it
+folded nothing while re-walking each operand's whole subtree once per enclosing node: a
+long `1+1+...+1` chain compiled in quadratic time (9.9 KB took 15 s). Without it,
+compiling is linear in the tree, and `tree.over_limit` bounds the tree.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +20,7 @@ from typing import Any, cast
 import jinja2
 from jinja2 import nodes
 from jinja2.exceptions import SecurityError, TemplateSyntaxError
+from jinja2.lexer import TokenStream
 from jinja2.runtime import BlockReference, Context, LoopContext, Macro, markup_join, str_join
 from jinja2.sandbox import SandboxedEnvironment
 from jinja2.visitor import NodeTransformer
@@ -45,6 +53,7 @@ from events_svc.templating.budget import (
     tick,
     weigh,
 )
+from events_svc.templating.tree import LIMITS, TreeTooLarge, counted, over_limit
 
 # --- the sandbox -----------------------------------------------------------------------
 
@@ -91,7 +100,12 @@ class _BoundedEnvironment(SandboxedEnvironment):
     value_guard = staticmethod(checked)
 
     def __init__(self) -> None:
-        super().__init__(undefined=jinja2.StrictUndefined, autoescape=False, finalize=checked)
+        super().__init__(
+            undefined=jinja2.StrictUndefined,
+            autoescape=False,
+            finalize=checked,
+            optimized=False,  # see the module's docstring: it made compiling quadratic
+        )
         # output of macros, caller(), {% set %} and {% filter %} blocks is joined here
         self.concat = sized_join("".join)  # type: ignore[method-assign]
         self.globals["range"] = self.bounded_range
@@ -103,6 +117,17 @@ class _BoundedEnvironment(SandboxedEnvironment):
             name: guard_filter(replaced.get(name, func), FILTER_SIZES.get(name))
             for name, func in self.filters.items()
         }
+
+    def _tokenize(
+        self,
+        source: str,
+        name: str | None,
+        filename: str | None = None,
+        state: str | None = None,
+    ) -> TokenStream:
+        # every parse counts its tokens: a huge text stops parsing at tree.MAX_TOKENS
+        stream = super()._tokenize(source, name, filename, state)
+        return TokenStream(counted(stream), name, filename)
 
     def _generate(
         self,
@@ -235,9 +260,22 @@ ENV = _BoundedEnvironment()
 
 
 def compile_template(source: str) -> jinja2.Template:
-    """Compile in the bounded environment; a template that does not compile is RenderFailed."""
+    """Compile in the bounded environment; a template that does not compile, or whose tree
+    passes a limit of `tree` (one stored before the limits were), is RenderFailed. Pure
+    Python, at most a fraction of a second: callers run it in a worker thread
+    (`worker.off_loop`)."""
     try:
-        return ENV.from_string(source)
+        ast = ENV.parse(source)
+        limit = over_limit(ast)
+        if limit is not None:
+            bound = LIMITS[limit]
+            reason = f"nested over {bound} deep" if limit == "depth" else f"over {bound} nodes"
+            raise RenderFailed("TemplateTooComplex", reason=reason)
+        return ENV.from_string(ast)
+    except TreeTooLarge:
+        raise RenderFailed("TemplateTooComplex", reason=f"over {LIMITS['nodes']} nodes") from None
+    except (RecursionError, SyntaxError):  # Python's own nesting limits, past the parser's
+        raise RenderFailed("TemplateTooComplex", reason="nested too deeply") from None
     except Exception as exc:
         raise _failure(exc) from None
 

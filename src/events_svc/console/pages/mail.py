@@ -84,7 +84,7 @@ async def schedulers(request: Request, ctx: StudioCtx, actor: Read, event_id: UU
     event = await event_verbs.get_event(ctx.db(), actor, event_id, ctx.clock())
     listing = await lines.list_mails(ctx.db(), actor, event_id)
     stored = await templates.list_templates(
-        ctx.db(), links_unavailable=ctx.links.unavailable, limit=LOOKUP_LIMIT
+        ctx.db(), actor, links_unavailable=ctx.links.unavailable, limit=LOOKUP_LIMIT
     )
     names = {t["id"]: t["name"] for t in stored["items"]}
     return page(

@@ -133,6 +133,8 @@ async def _add_type_line(
 
 @router.post("/admin/types/{type_id}/mails", status_code=201, response_model=TypeView)
 async def add_type_mail(ctx: Ctx, actor: Write, type_id: UUID, body: TypeMailLine) -> Response:
+    """A mail line of the type: its template must be of the actor's company or a platform
+    template (422 template_not_in_company); types are shared by every company."""
     return await _add_type_line(ctx, actor, type_id, body)
 
 

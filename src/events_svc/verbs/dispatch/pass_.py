@@ -14,8 +14,9 @@ left). **A batch is ONE transaction**: per receipt, in this order,
 - a registration no longer active, cancelled, or moved to another event is skipped
   `registration_inactive`; one without a usable email is skipped `recipient_invalid`;
 - a purpose without a template parks `template_unmapped` (only that purpose's triggers);
-- the others are rendered through the `TemplateRenderer` port, one call per template
-  for the batch's receipts of it (a failure parks those receipts with its kind), built
+- the others are rendered through the `TemplateRenderer` port (each template compiled
+  before the claim, `ports.prepare_template`), one call per template for the batch's
+  receipts of it (a failure parks those receipts with its kind), built
   into a message (`message`) and queued through the `MailQueue` port (a refusal parks
   that receipt and the rest of its template's); then the queue is flushed and every
   receipt settled (`receipts.settle`), in the same transaction.
@@ -40,8 +41,8 @@ from typing import Any
 from uuid import UUID
 
 from events_svc.addresses import is_email
-from events_svc.db import Connection, Pool, transaction
-from events_svc.ports import MailErrorKind, MailRefused, Ports, RenderRequest
+from events_svc.db import Connection, Pool, connection, transaction
+from events_svc.ports import MailErrorKind, MailRefused, Ports, RenderRequest, prepare_template
 from events_svc.verbs.dispatch import message
 from events_svc.verbs.dispatch.feed import FEED_BATCH, take_feed
 from events_svc.verbs.dispatch.receipts import (
@@ -95,6 +96,15 @@ WHERE d.state IN ('pending', 'parked') AND d.next_attempt_at <= $1
 ORDER BY d.next_attempt_at, d.seq
 LIMIT $2
 FOR UPDATE OF d SKIP LOCKED  -- one instance works a receipt; a held one is another's
+"""
+
+
+# the templates of the due receipts' purposes: compiled before the claim locks anything
+_DUE_TEMPLATES = """
+SELECT DISTINCT tt.template_id
+FROM event.trigger_dispatch_receipts d
+JOIN event.trigger_templates tt ON tt.purpose = d.purpose
+WHERE d.state IN ('pending', 'parked') AND d.next_attempt_at <= $1
 """
 
 
@@ -213,7 +223,12 @@ async def dispatch_batch(
     pool: Pool, ports: Ports, options: PassOptions, senders: Senders, now: datetime, size: int
 ) -> Settlement | None:
     """Claim and work up to `size` due receipts; what was decided, or None when no receipt
-    is due and free. A batch that raises is rolled back and its receipts parked."""
+    is due and free. A batch that raises is rolled back and its receipts parked. The due
+    receipts' templates are compiled first (`ports.prepare_template`), so none is compiled
+    under the receipt locks."""
+    async with connection(pool) as conn:
+        for ref in [r["template_id"] for r in await conn.fetch(_DUE_TEMPLATES, now)]:
+            await prepare_template(ports.template_renderer, conn, ref, "mail")
     rows: list[dict[str, Any]] = []
     try:
         async with transaction(pool) as conn:

@@ -6,7 +6,10 @@ scheduler line's write; locks the purpose's row (then its parked receipts); writ
 mapping and an audit row; and releases the purpose's parked receipts at once (their
 back-off cleared, the scheduler loops woken), as editing a line's template does. The
 mapping is shared by every company, so only a platform operator (an actor without a
-company) sets it. Reading lists every purpose, mapped or not, with its open receipts.
+company) sets it, and only to a platform template (422 `template_not_in_company` for a
+company's template, when the renderer fences templates by company): a company's text
+would otherwise reach every other company's attendees. Reading lists every purpose,
+mapped or not, with its open receipts.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from events_svc import errors
 from events_svc.actors import Actor
 from events_svc.db import Pool, connection, must, transaction
 from events_svc.errors.dispatch import TRIGGER_PURPOSES
-from events_svc.ports import TemplateRenderer
+from events_svc.ports import TemplateRenderer, template_company
 from events_svc.verbs.audit import write_audit
 from events_svc.verbs.mail import CHANNEL
 
@@ -102,6 +105,14 @@ async def set_trigger_template(
         kind = await templates.template_kind(conn, template_id)
         if kind is None:
             raise errors.TemplateNotFound(field="template_id", template_ref=str(template_id))
+        # the mapping serves the triggers of every company's events: a platform template
+        fenced, owner = await template_company(templates, conn, template_id)
+        if fenced and owner is not None:
+            raise errors.TemplateNotInCompany(
+                "The trigger templates serve every company: map a platform template.",
+                field="template_id",
+                template_ref=str(template_id),
+            )
         if kind != "mail":
             raise errors.ChannelKindMismatch(
                 "The dispatcher sends mail: the template must be a mail template.",

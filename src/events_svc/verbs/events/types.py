@@ -1,7 +1,10 @@
 """Event-type template lines: mails, tickets, questions and booths a type carries.
 
 They are copied onto an event once, at create (see `records.create_event`);
-editing them later never touches existing events.
+editing them later never touches existing events. Types are shared by every company,
+so a type's mail line may name only a template of the writing actor's company or a
+platform template (422 `template_not_in_company`); and at apply, a line whose template
+belongs to another company than the new event's is not copied (`type_apply`).
 """
 
 from __future__ import annotations
@@ -60,7 +63,8 @@ async def add_type_line(
     templates: TemplateRenderer,
 ) -> dict[str, Any]:
     """Add a template line to a type (type row locked); answers the whole type. A mail
-    line must name a template the composed renderer knows."""
+    line must name a template the composed renderer knows, of the actor's company or a
+    platform one (422 `template_not_in_company`)."""
     async with transaction(pool) as conn:
         if await conn.fetchrow(_LOCK_TYPE, type_id) is None:
             raise errors.NotFound("No such type.")
@@ -70,6 +74,8 @@ async def add_type_line(
                 conn,
                 templates,
                 line.template_ref,
+                company_id=actor.company_id,  # types are shared: the writer's company
+                viewer=actor.company_id,
                 channel=line.notification_channel,
                 kind=line.template_kind,
             )

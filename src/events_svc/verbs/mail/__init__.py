@@ -1,8 +1,9 @@
 """The communication scheduler and its stores.
 
 - `lines`: scheduler lines (event.mails) and their derived state;
-- `templates`: the standalone template store; `cascade`: what deleting a template takes
-  with it; `outbox`: what the standalone queue holds;
+- `templates`: the standalone template store, fenced by company; `cascade`: what
+  deleting a template takes with it (where the actor sees it); `outbox`: what the
+  standalone queue holds;
 - `arming`: what a registration change owes the scheduler (the arm rule, retries);
 - `schedules`: due times, computed at write and recomputed when dates move;
 - `pass_`: the pass that claims due lines; `engines`: what one batch of a line does;

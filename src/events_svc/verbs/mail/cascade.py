@@ -8,8 +8,12 @@ elsewhere), so the cascade is a verb the template side calls: `DELETE
 /admin/templates/{id}` calls it in its own transaction, a host calls
 `EventSurface.on_template_deleted(kind, ref)`. One set-based statement deletes the
 lines and writes one `mail_deleted` audit row per scheduler line; the cascade itself is
-audited as `template_lines_cascaded`. Locks: the scheduler rows of the pair, by id
-(the lock order the pass shares), before they are deleted.
+audited as `template_lines_cascaded`. It touches only what the actor sees: the
+scheduler lines of events within the actor's company fence (`event.visible_to`), the
+type lines (types are shared), and the dispatcher's mapping only for a platform operator
+(a company actor never sees it; it maps platform templates only anyway). Locks: the
+scheduler rows of the pair, by id (the lock order the pass shares), before they are
+deleted.
 """
 
 from __future__ import annotations
@@ -22,22 +26,27 @@ from events_svc.db import Connection, Pool, must, transaction
 from events_svc.models.base import Channel
 from events_svc.verbs.audit import write_audit
 
+# $3: the actor's company (NULL: a platform operator, who sees every event)
 _LOCK_LINES = """
-SELECT id FROM event.mails WHERE template_ref = $2 AND template_kind = $1::event.template_kind
-ORDER BY id FOR UPDATE  -- deleted next
+SELECT m.id FROM event.mails m JOIN event.events e ON e.id = m.event_id
+WHERE m.template_ref = $2 AND m.template_kind = $1::event.template_kind
+  AND event.visible_to(e.company_id, $3)
+ORDER BY m.id FOR UPDATE OF m  -- deleted next
 """
 _CASCADE = """
 WITH gone AS (
-    DELETE FROM event.mails
-    WHERE template_ref = $2 AND template_kind = $1::event.template_kind
-    RETURNING id, event_id
+    DELETE FROM event.mails m USING event.events e
+    WHERE e.id = m.event_id AND m.template_ref = $2 AND m.template_kind = $1::event.template_kind
+      AND event.visible_to(e.company_id, $5)  -- only the lines of events the actor sees
+    RETURNING m.id, m.event_id
 ), typed AS (
-    DELETE FROM event.type_mails
+    DELETE FROM event.type_mails  -- types are shared: every company sees them
     WHERE template_ref = $2 AND template_kind = $1::event.template_kind
     RETURNING id
 ), mapped AS (
     DELETE FROM event.trigger_templates  -- the dispatcher maps mail templates only
     WHERE template_id = $2 AND $1::event.template_kind = 'mail'
+      AND $5::uuid IS NULL  -- the mapping is the platform's: a company actor never sees it
     RETURNING purpose
 ), audit AS (
     INSERT INTO event.event_audit_log
@@ -54,7 +63,7 @@ SELECT (SELECT count(*) FROM gone) AS mails, (SELECT count(*) FROM typed) AS typ
 async def cascade_in(conn: Connection, actor: Actor, kind: Channel, ref: UUID) -> dict[str, Any]:
     """Delete the (kind, ref) pair's scheduler and type lines inside the caller's
     transaction; answers {mails_deleted, type_lines_deleted}."""
-    await conn.fetch(_LOCK_LINES, kind, ref)
+    await conn.fetch(_LOCK_LINES, kind, ref, actor.company_id)
     row = must(await conn.fetchrow(_CASCADE, kind, ref, actor.id, actor.kind, actor.company_id))
     summary: dict[str, Any] = {
         "mails_deleted": int(row["mails"]),

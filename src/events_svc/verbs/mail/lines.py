@@ -5,7 +5,9 @@ A line's `mail_state` is derived, never stored (the view `event.mail_line_view`)
 once done, `running` when some attendees got it, else `scheduled`. Writes lock the
 event row, then its scheduler rows by id (the lock order the pass shares), and recompute
 the due times of unsent work (`schedules.reschedule_event`). A line's template must exist when the
-line is written (asked of the composed template renderer), and the line's
+line is written (asked of the composed template renderer) and be of the event's company
+or a platform template (422 `template_not_in_company`, when the renderer fences its
+templates by company, as the standalone store does), and the line's
 `notification_channel` follows the template's kind: omitted, it is the kind; named and
 different, 422 `channel_kind_mismatch` (`line_channel`, shared with the type lines).
 Editing a line clears its back-off.
@@ -21,7 +23,7 @@ from events_svc import errors
 from events_svc.actors import Actor
 from events_svc.db import Connection, Pool, connection, transaction
 from events_svc.models import MailCreate
-from events_svc.ports import TemplateRenderer
+from events_svc.ports import TemplateRenderer, template_company
 from events_svc.verbs.audit import write_audit
 from events_svc.verbs.common import merge_patch
 from events_svc.verbs.fence import get_event_row, lock_event
@@ -77,15 +79,28 @@ async def line_channel(
     templates: TemplateRenderer,
     ref: UUID,
     *,
+    company_id: UUID | None,
+    viewer: UUID | None,
     channel: str | None = None,
     kind: str | None = None,
 ) -> str:
     """The channel of a line naming template `ref`: the template's kind. A template the
-    composed renderer does not know is 422 `template_not_found`; a named kind or channel
-    that disagrees with it is 422 `channel_kind_mismatch`."""
+    composed renderer does not know is 422 `template_not_found`, and so is one the writer
+    (of company `viewer`; None: a platform actor, who sees every template) cannot see: the
+    answer tells nothing of another company's templates. One the writer sees but of a
+    company other than `company_id` (the company whose line it is; None: only platform
+    templates) is 422 `template_not_in_company`, when the renderer fences its templates
+    by company (`ports.TemplateCompanies`); a named kind or channel that disagrees with it
+    is 422 `channel_kind_mismatch`."""
+    unknown = errors.TemplateNotFound(field="template_ref", template_ref=str(ref))
     actual = await templates.template_kind(conn, ref)
     if actual is None:
-        raise errors.TemplateNotFound(field="template_ref", template_ref=str(ref))
+        raise unknown
+    fenced, owner = await template_company(templates, conn, ref)
+    if fenced and owner is not None and viewer is not None and owner != viewer:
+        raise unknown  # another company's template: as if there were none
+    if fenced and owner is not None and owner != company_id:
+        raise errors.TemplateNotInCompany(field="template_ref", template_ref=str(ref))
     for name, given in (("template_kind", kind), ("notification_channel", channel)):
         if given is not None and given != actual:
             raise errors.ChannelKindMismatch(field=name, given=given, template_kind=actual)
@@ -97,9 +112,14 @@ async def create_mail(
 ) -> dict[str, Any]:
     """Add a scheduler line to an event (event row locked) and compute its due time."""
     async with transaction(pool) as conn:
-        await lock_event(conn, actor, cmd.event_id)
+        event = await lock_event(conn, actor, cmd.event_id)
         channel = await line_channel(
-            conn, templates, cmd.template_ref, channel=cmd.notification_channel
+            conn,
+            templates,
+            cmd.template_ref,
+            company_id=event["company_id"],
+            viewer=actor.company_id,
+            channel=cmd.notification_channel,
         )
         mail_id = await conn.fetchval(
             _INSERT,
@@ -132,7 +152,7 @@ async def patch_mail(
         found = await conn.fetchrow(_FIND, mail_id, actor.company_id)
         if found is None:
             raise errors.NotFound("No such scheduler.")
-        await lock_event(conn, actor, found["event_id"])
+        event = await lock_event(conn, actor, found["event_id"])
         await lock_schedulers(conn, found["event_id"])
         row = await conn.fetchrow(_ROW, mail_id)
         if row is None:  # deleted (with its template) while we waited for the locks
@@ -143,7 +163,12 @@ async def patch_mail(
         new = merge_patch(current, changes, frozenset(_MAIL_FIELDS))
         if "template_ref" in changes or "notification_channel" in changes:
             new["notification_channel"] = await line_channel(
-                conn, templates, new["template_ref"], channel=changes.get("notification_channel")
+                conn,
+                templates,
+                new["template_ref"],
+                company_id=event["company_id"],
+                viewer=actor.company_id,
+                channel=changes.get("notification_channel"),
             )
         await conn.execute(_UPDATE, mail_id, *(new[f] for f in _MAIL_FIELDS), now)
         await reschedule_event(conn, found["event_id"], now)

@@ -1,8 +1,10 @@
 """The scheduler pass: claims due scheduler rows and queues their mails, exactly once.
 
 A pass loops over batches. Each batch first picks the next workable row without a
-lock and resolves its sender through the partner directory (a host port is never
-awaited while row locks are held), then opens one transaction that claims that ONE
+lock, resolves its sender through the partner directory (a host port is never
+awaited while row locks are held) and has the renderer compile the line's template
+(`ports.prepare_template`: in a worker thread, once per template revision), then
+opens one transaction that claims that ONE
 row (`FOR UPDATE SKIP LOCKED`, so any number of instances can run passes side by
 side), lets its engine (`engines`) do up to `batch` sends, writes the receipts
 (`UNIQUE (scheduler_id, registration_id)`) and the queued messages in the same
@@ -26,8 +28,8 @@ from typing import Any
 from uuid import UUID
 
 from events_svc import errors
-from events_svc.db import Connection, Pool, transaction
-from events_svc.ports import MailErrorKind, Ports
+from events_svc.db import Connection, Pool, connection, transaction
+from events_svc.ports import MailErrorKind, Ports, prepare_template
 from events_svc.verbs.mail import failures
 from events_svc.verbs.mail.engines import Batch, LineBatch
 from events_svc.verbs.mail.send import PassOptions
@@ -36,7 +38,7 @@ from events_svc.verbs.mail.send import PassOptions
 # time and the back-off. $2 force, $3 one row only, $4 rows already handled in this pass.
 _PICK = """
 SELECT m.id, m.event_id, m.attempts, m.error_kind::text AS error_kind, e.organizer_id,
-    e.company_id
+    e.company_id, m.template_ref, m.template_kind::text AS template_kind
 FROM event.mails m JOIN event.events e ON e.id = m.event_id
 WHERE event.line_is_live(m, e, $1) AND ($2::boolean OR event.line_workable_at(m) <= $1)
   AND ($3::uuid IS NULL OR m.id = $3) AND NOT (m.id = ANY($4::uuid[]))
@@ -201,7 +203,13 @@ async def run_mail_pass(
             break
         try:  # asked before the claim: a host port is never awaited under a row lock
             sender = await senders.of(picked["organizer_id"], picked["company_id"])
-        except Exception as exc:  # a failing directory fails this line, backed off
+            # and the template compiled now, not under the claim (off the loop, cached by
+            # revision: once per edit, not once per batch)
+            async with connection(pool) as conn:
+                await prepare_template(
+                    ports.template_renderer, conn, picked["template_ref"], picked["template_kind"]
+                )
+        except Exception as exc:  # a failing directory (or database) fails this line
             await failures.record_batch_failure(pool, dict(picked), exc, now)
             handled.append(picked["id"])
             summary.failed += 1

@@ -1,9 +1,20 @@
-"""The standalone template store (event.message_templates).
+"""The standalone template store (event.message_templates), fenced by company.
 
-Templates are checked when written (`templating.check_template`: they compile and
-name only the documented context). Editing one clears the back-off of the lines
-that use it and wakes the scheduler; deleting one deletes those lines (one audited
-verb). Locks: the template row, then the scheduler rows naming it, by id.
+A template belongs to the company of the actor who created it (`company_id`), or to
+none: a platform template, created by an actor without a company. A company actor
+lists, reads, edits and deletes its company's templates and reads the platform ones;
+another company's template answers 404 like a missing one; editing or deleting a
+platform template is for platform operators (403 `missing_scope`). An actor without a
+company sees and writes every template. The rule is `event.visible_to`, the company
+fence of every row.
+
+Templates are checked when written (`templating.check_texts`: their tree is bounded,
+they compile, they name only the documented context), in a template worker thread and
+before any row is locked: a large template never holds the event loop, nor a lock.
+Editing one bumps its `revision` (the renderer's compiled templates are keyed by it),
+clears the back-off of the lines that use it and wakes the scheduler; deleting one
+deletes those lines (one audited verb, `cascade`). Locks: the template row, then the
+scheduler rows naming it, by id.
 """
 
 from __future__ import annotations
@@ -14,42 +25,57 @@ from uuid import UUID
 
 from events_svc import errors
 from events_svc.actors import Actor
-from events_svc.db import Pool, connection, must, transaction
+from events_svc.db import Connection, Pool, connection, must, transaction
 from events_svc.models import TemplateCreate
-from events_svc.templating import check_template
+from events_svc.templating import check_texts
 from events_svc.verbs.audit import write_audit
 from events_svc.verbs.common import clamp_limit, decode_cursor, merge_patch, page
 from events_svc.verbs.mail.arming import wake_schedulers
 from events_svc.verbs.mail.cascade import cascade_in
 
-_T_GET = "SELECT * FROM event.template_view WHERE id = $1"
-_T_LOCK = """
-SELECT id, kind::text AS kind, name, subject, body FROM event.message_templates
-WHERE id = $1 FOR UPDATE
+_T_GET = """
+SELECT * FROM event.template_view WHERE id = $1 AND event.visible_to(company_id, $2)
 """
+_T_FIND = """
+SELECT id, company_id FROM event.message_templates
+WHERE id = $1 AND event.visible_to(company_id, $2)
+"""
+_T_LOCK = """
+SELECT id, kind::text AS kind, name, subject, body, company_id FROM event.message_templates
+WHERE id = $1 AND event.visible_to(company_id, $2)
+FOR UPDATE  -- one writer of a template at a time
+"""
+# $4: only the platform templates (a caller that names no actor)
 _T_LIST = """
 SELECT * FROM event.template_view
-WHERE ($1::text IS NULL OR (name, id) > ($1, $2::uuid)) ORDER BY name, id LIMIT $3
+WHERE event.visible_to(company_id, $3)
+  AND ($1::text IS NULL OR (name, id) > ($1, $2::uuid))
+ORDER BY name, id LIMIT $4
 """
 _T_INSERT = """
-INSERT INTO event.message_templates (kind, name, subject, body, created_at, updated_at)
-VALUES ($1::event.template_kind, $2, $3, $4, $5, $5) RETURNING id
+INSERT INTO event.message_templates (kind, name, subject, body, company_id, created_at,
+    updated_at)
+VALUES ($1::event.template_kind, $2, $3, $4, $5, $6, $6) RETURNING id
 """
 _T_UPDATE = """
-UPDATE event.message_templates SET name = $2, subject = $3, body = $4, updated_at = $5
+UPDATE event.message_templates
+SET name = $2, subject = $3, body = $4, updated_at = $5, revision = revision + 1
 WHERE id = $1
 """
 _T_DELETE = "DELETE FROM event.message_templates WHERE id = $1"
-# scheduler rows that use a template, locked by id (the lock order) before they are written
+# the scheduler rows that use a template, on events the actor sees, locked by id (the
+# lock order) before their back-off is cleared
 _T_LOCK_LINES = """
-SELECT id FROM event.mails WHERE template_ref = $1 ORDER BY id
-FOR UPDATE  -- deleted next (or their back-off cleared)
+SELECT m.id FROM event.mails m JOIN event.events e ON e.id = m.event_id
+WHERE m.template_ref = $1 AND event.visible_to(e.company_id, $2) ORDER BY m.id
+FOR UPDATE OF m  -- their back-off is cleared next
 """
 _T_CLEAR_BACKOFF = """
 UPDATE event.mails SET attempts = 0, next_attempt_at = NULL
 WHERE id = ANY($1::uuid[]) AND (attempts > 0 OR next_attempt_at IS NOT NULL)
 RETURNING event_id
 """
+_TEXTS = ("subject", "body")
 
 
 def _template_view(row: Any, links_unavailable: list[str]) -> dict[str, Any]:
@@ -57,27 +83,39 @@ def _template_view(row: Any, links_unavailable: list[str]) -> dict[str, Any]:
     return {**dict(row), "links_unavailable": list(links_unavailable)}
 
 
-def _check_texts(subject: str, body: str) -> None:
-    check_template(subject, field="subject")
-    check_template(body, field="body")
+def _writable(actor: Actor, row: Any) -> None:
+    """A template the actor sees is writable unless it is a platform template and the
+    actor has a company: those are written by platform operators only."""
+    if row is None:
+        raise errors.NotFound("No such template.")
+    if actor.company_id is not None and row["company_id"] is None:
+        raise errors.MissingScope(
+            "Platform templates are shared by every company: platform operators write them.",
+            scope="template:write",
+        )
 
 
 async def create_template(
     pool: Pool, actor: Actor, cmd: TemplateCreate, now: datetime, *, links_unavailable: list[str]
 ) -> dict[str, Any]:
-    """Store a template once both texts compile and name only the documented context."""
-    _check_texts(cmd.subject, cmd.body)
+    """Store a template of the actor's company (a platform template for an actor without
+    one) once both texts are checked, off the event loop."""
+    await check_texts([("subject", cmd.subject), ("body", cmd.body)])
     async with transaction(pool) as conn:
-        template_id = await conn.fetchval(_T_INSERT, cmd.kind, cmd.name, cmd.subject, cmd.body, now)
+        template_id = await conn.fetchval(
+            _T_INSERT, cmd.kind, cmd.name, cmd.subject, cmd.body, actor.company_id, now
+        )
         await write_audit(conn, actor, "template_created", "template", template_id)
-        return _template_view(must(await conn.fetchrow(_T_GET, template_id)), links_unavailable)
+        row = must(await conn.fetchrow(_T_GET, template_id, actor.company_id))
+        return _template_view(row, links_unavailable)
 
 
 async def get_template(
-    pool: Pool, template_id: UUID, *, links_unavailable: list[str]
+    pool: Pool, actor: Actor, template_id: UUID, *, links_unavailable: list[str]
 ) -> dict[str, Any]:
+    """A template the actor sees (its company's or a platform one); 404 otherwise."""
     async with connection(pool) as conn:
-        row = await conn.fetchrow(_T_GET, template_id)
+        row = await conn.fetchrow(_T_GET, template_id, actor.company_id)
     if row is None:
         raise errors.NotFound("No such template.")
     return _template_view(row, links_unavailable)
@@ -85,19 +123,19 @@ async def get_template(
 
 async def list_templates(
     pool: Pool,
+    actor: Actor,
     *,
     links_unavailable: list[str],
     limit: int | None = None,
     cursor: str | None = None,
 ) -> dict[str, Any]:
+    """The templates the actor sees (its company's and the platform's; every one for an
+    actor without a company), by name."""
     size = clamp_limit(limit)
     key, after = decode_cursor(cursor, str)
     async with connection(pool) as conn:
-        rows = [
-            _template_view(r, links_unavailable)
-            for r in await conn.fetch(_T_LIST, key, after, size + 1)
-        ]
-    return page(rows, size, "name")
+        found = await conn.fetch(_T_LIST, key, after, actor.company_id, size + 1)
+    return page([_template_view(r, links_unavailable) for r in found], size, "name")
 
 
 async def patch_template(
@@ -109,18 +147,18 @@ async def patch_template(
     *,
     links_unavailable: list[str],
 ) -> dict[str, Any]:
-    """Edit a template (checked like a new one); the lines using it lose their back-off
-    and are tried at once (locks: the template row, then its scheduler rows by id)."""
+    """Edit a template (its new texts checked like a new one's, off the loop and before
+    any lock); the lines using it lose their back-off and are tried at once (locks: the
+    template row, then its scheduler rows by id)."""
+    async with connection(pool) as conn:
+        _writable(actor, await conn.fetchrow(_T_FIND, template_id, actor.company_id))
+    await check_texts([(name, changes[name]) for name in _TEXTS if changes.get(name) is not None])
     async with transaction(pool) as conn:
-        current = await conn.fetchrow(_T_LOCK, template_id)
-        if current is None:
-            raise errors.NotFound("No such template.")
-        new = merge_patch(dict(current), changes, frozenset({"name", "subject", "body"}))
-        _check_texts(new["subject"], new["body"])
+        current = await conn.fetchrow(_T_LOCK, template_id, actor.company_id)
+        _writable(actor, current)  # re-checked under the lock: it may have gone meanwhile
+        new = merge_patch(dict(must(current)), changes, frozenset({"name", "subject", "body"}))
         await conn.execute(_T_UPDATE, template_id, new["name"], new["subject"], new["body"], now)
-        lines = [r["id"] for r in await conn.fetch(_T_LOCK_LINES, template_id)]
-        for event_id in {r["event_id"] for r in await conn.fetch(_T_CLEAR_BACKOFF, lines)}:
-            await wake_schedulers(conn, event_id)
+        await _clear_backoff(conn, actor, template_id)
         await write_audit(
             conn,
             actor,
@@ -129,17 +167,23 @@ async def patch_template(
             template_id,
             summary={"fields": sorted(changes)},
         )
-        return _template_view(must(await conn.fetchrow(_T_GET, template_id)), links_unavailable)
+        row = must(await conn.fetchrow(_T_GET, template_id, actor.company_id))
+        return _template_view(row, links_unavailable)
+
+
+async def _clear_backoff(conn: Connection, actor: Actor, template_id: UUID) -> None:
+    lines = [r["id"] for r in await conn.fetch(_T_LOCK_LINES, template_id, actor.company_id)]
+    for event_id in {r["event_id"] for r in await conn.fetch(_T_CLEAR_BACKOFF, lines)}:
+        await wake_schedulers(conn, event_id)
 
 
 async def delete_template(pool: Pool, actor: Actor, template_id: UUID) -> dict[str, Any]:
-    """Delete a template and the scheduler lines that use it; answers what went (locks:
-    the template row, then those scheduler rows by id)."""
+    """Delete a template and the lines that use it where the actor sees them; answers
+    what went (locks: the template row, then those scheduler rows by id)."""
     async with transaction(pool) as conn:
-        row = await conn.fetchrow(_T_LOCK, template_id)
-        if row is None:
-            raise errors.NotFound("No such template.")
-        summary = await cascade_in(conn, actor, row["kind"], template_id)
+        row = await conn.fetchrow(_T_LOCK, template_id, actor.company_id)
+        _writable(actor, row)
+        summary = await cascade_in(conn, actor, must(row)["kind"], template_id)
         await conn.execute(_T_DELETE, template_id)
         await write_audit(conn, actor, "template_deleted", "template", template_id, summary=summary)
     return summary

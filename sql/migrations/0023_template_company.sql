@@ -1,0 +1,35 @@
+-- Templates belong to a company (issue 26). `company_id` is the company of the actor who
+-- created the template; NULL is a platform template: created by an actor without a
+-- company, read by every company, written only by an actor without a company. A line of
+-- an event may use a template of the event's company or a platform template; a type's line
+-- one of the writing actor's company or a platform template; the dispatcher's mapping,
+-- shared by every company, only a platform template.
+ALTER TABLE event.message_templates ADD COLUMN company_id uuid;
+-- bumped by every edit: the renderer's compiled templates are keyed by (id, revision), so
+-- a pass compiles a template once per revision, before it takes any row lock
+ALTER TABLE event.message_templates ADD COLUMN revision integer NOT NULL DEFAULT 1;
+ALTER TABLE event.message_templates ADD CONSTRAINT message_templates_revision_positive
+    CHECK (revision > 0);
+CREATE INDEX message_templates_company_idx ON event.message_templates (company_id);
+
+-- Existing templates take the company of the events whose scheduler lines use them, when
+-- those events all belong to one company. A template that no line uses, one used by the
+-- events of several companies (or by a shared event, company NULL), and one the trigger
+-- dispatcher maps (its mapping serves every company) become platform templates: every
+-- existing line keeps working, and from now on only a platform operator edits their text,
+-- so no company can change what another company's attendees receive.
+UPDATE event.message_templates t SET company_id = u.company_id
+FROM (
+    SELECT m.template_ref, (array_agg(e.company_id))[1] AS company_id
+    FROM event.mails m
+    JOIN event.events e ON e.id = m.event_id
+    GROUP BY m.template_ref
+    HAVING count(DISTINCT e.company_id) = 1 AND bool_and(e.company_id IS NOT NULL)
+) u
+WHERE u.template_ref = t.id
+  AND NOT EXISTS (SELECT 1 FROM event.trigger_templates tt WHERE tt.template_id = t.id);
+
+-- the template's read model shows its company (read-only)
+CREATE OR REPLACE VIEW event.template_view AS
+SELECT id, kind::text AS kind, name, subject, body, created_at, updated_at, company_id
+FROM event.message_templates;
