@@ -130,12 +130,12 @@ async def test_only_a_platform_operator_writes_a_platform_template(api: Api, adm
     assert (await admin.delete(url)).status_code == 200
 
 
-
 def _same_but_id(r: httpx.Response, other: httpx.Response) -> bool:
     """The two refusals say the same, the id each names aside."""
     one, two = dict(r.json()["error"]), dict(other.json()["error"])
     one.pop("template_ref"), two.pop("template_ref")
     return r.status_code == other.status_code and one == two
+
 
 async def test_an_events_mail_line_uses_only_its_companys_or_a_platform_template(api: Api, admin):
     platform = await new_template(admin)
