@@ -13,9 +13,9 @@ ALTER TABLE event.message_templates ADD CONSTRAINT message_templates_revision_po
 CREATE INDEX message_templates_company_idx ON event.message_templates (company_id);
 
 -- Existing templates take the company of the events whose scheduler lines use them, when
--- those events all belong to one company. A template that no line uses, one used by the
--- events of several companies (or by a shared event, company NULL), and one the trigger
--- dispatcher maps (its mapping serves every company) become platform templates: every
+-- those events all belong to one company. One used by the events of several companies (or
+-- by a shared event, company NULL), and one the trigger dispatcher maps (its mapping
+-- serves every company) become platform templates (one no line uses: below): every
 -- existing line keeps working, and from now on only a platform operator edits their text,
 -- so no company can change what another company's attendees receive.
 UPDATE event.message_templates t SET company_id = u.company_id
@@ -27,6 +27,20 @@ FROM (
     HAVING count(DISTINCT e.company_id) = 1 AND bool_and(e.company_id IS NOT NULL)
 ) u
 WHERE u.template_ref = t.id
+  AND NOT EXISTS (SELECT 1 FROM event.trigger_templates tt WHERE tt.template_id = t.id);
+
+-- A template no line uses and the dispatcher does not map takes the company of the actor
+-- who created it, as its creation audit row recorded it (an actor without a company made
+-- a platform template): its texts stay its company's, unseen by the others.
+UPDATE event.message_templates t SET company_id = a.company_id
+FROM (
+    SELECT DISTINCT ON (object_id) object_id, company_id
+    FROM event.event_audit_log
+    WHERE object_kind = 'template' AND verb = 'template_created'
+    ORDER BY object_id, at, id
+) a
+WHERE a.object_id = t.id AND a.company_id IS NOT NULL AND t.company_id IS NULL
+  AND NOT EXISTS (SELECT 1 FROM event.mails m WHERE m.template_ref = t.id)
   AND NOT EXISTS (SELECT 1 FROM event.trigger_templates tt WHERE tt.template_id = t.id);
 
 -- the template's read model shows its company (read-only)

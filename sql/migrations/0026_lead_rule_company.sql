@@ -7,9 +7,21 @@
 
 ALTER TABLE event.lead_rules ADD COLUMN company_id uuid;
 
--- Existing rules take the company of the events they can match when those events (the
--- shared ones aside) all belong to one company; otherwise they stay platform rules, which
--- keeps what they reached so far.
+-- Existing rules take the company of the actor that created them, as the rule's creation
+-- audit row recorded it (a rule made by an actor without a company stays a platform rule).
+UPDATE event.lead_rules r SET company_id = a.company_id
+FROM (
+    SELECT DISTINCT ON (object_id) object_id, company_id
+    FROM event.event_audit_log
+    WHERE object_kind = 'lead_rule'
+      AND verb IN ('lead_rule_created', 'lead_rule_created_from_answer')
+    ORDER BY object_id, at, id
+) a
+WHERE a.object_id = r.id AND a.company_id IS NOT NULL;
+
+-- A rule with no creation row (written outside the verbs) takes the company of the events
+-- it can match when those events (the shared ones aside) all belong to one company;
+-- otherwise it stays a platform rule, which keeps what it reached so far.
 UPDATE event.lead_rules r SET company_id = m.company_id
 FROM (
     SELECT r2.id, min(e.company_id::text)::uuid AS company_id
@@ -21,7 +33,10 @@ FROM (
     GROUP BY r2.id
     HAVING count(DISTINCT e.company_id) = 1
 ) m
-WHERE m.id = r.id;
+WHERE m.id = r.id AND r.company_id IS NULL AND NOT EXISTS (
+    SELECT 1 FROM event.event_audit_log a
+    WHERE a.object_id = r.id AND a.object_kind = 'lead_rule'
+      AND a.verb IN ('lead_rule_created', 'lead_rule_created_from_answer'));
 
 CREATE INDEX lead_rules_company_idx ON event.lead_rules (company_id, created_at, id);
 

@@ -101,11 +101,13 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
         applied = asyncio.run(_apply(url, settings))
         print(f"events-svc: migrations applied: {len(applied)}", flush=True)
         if workers > 1:
-            # each worker process builds its own app from the environment (same database)
+            # each worker process builds its own app from the environment (same database,
+            # and the address it really listens on: the console cookie's default follows it)
             os.environ["EVENTS_DATABASE_URL"] = url
+            os.environ["EVENTS_HOST"] = host
             target: Any = "events_svc.app:app_from_env"
         else:
-            target = create_app(dataclasses.replace(settings, database_url=url))
+            target = create_app(dataclasses.replace(settings, database_url=url, host=host))
         config = uvicorn.Config(
             target,
             host=host,

@@ -57,6 +57,9 @@ class Call:
     expect: str = "404"
     # path parameters naming another kind than PARAM_KIND's (e.g. A's own mail line)
     path_kinds: dict[str, str] = field(default_factory=dict)
+    # the one refusal the contract names for another company's object (instead of the
+    # answer an unknown id gets): (status, code)
+    named: tuple[int, str] | None = None
 
 
 REASON = {"reason": "a probe"}
@@ -130,15 +133,18 @@ CASES: dict[str, Call | tuple[Call, ...]] = {
     "GET /admin/mails": Call(params={"event_id": "{event}"}, expect="list"),
     "POST /admin/mails": (
         Call(body={"event_id": "{event}", "template_ref": "{own_template}", **LINE}),
-        Call(  # B's template on A's own event
-            body={"event_id": "{own_event}", "template_ref": "{template}", **LINE}, expect="same"
+        Call(  # B's template on A's own event: the contract's template_not_in_company
+            body={"event_id": "{own_event}", "template_ref": "{template}", **LINE},
+            named=(422, "template_not_in_company"),
         ),
     ),
     "GET /admin/mails/{mail_id}": Call(),
     "PATCH /admin/mails/{mail_id}": (
         Call(body={"interval_nbr": 2}),
         Call(  # A's own line made to use B's template
-            body={"template_ref": "{template}"}, expect="same", path_kinds={"mail_id": "own_mail"}
+            body={"template_ref": "{template}"},
+            path_kinds={"mail_id": "own_mail"},
+            named=(422, "template_not_in_company"),
         ),
     ),
     "POST /admin/mails/{mail_id}/run": Call(),
@@ -205,8 +211,9 @@ CASES: dict[str, Call | tuple[Call, ...]] = {
             path_kinds={"event_id": "own_event"},
         ),
     ),
-    "PUT /admin/trigger-templates/{purpose}": Call(
-        body={"template_id": "{template}"}, expect="same", path_kinds={"purpose": "purpose"}
+    # a type is shared configuration, its mail line names a company's template
+    "POST /admin/types/{type_id}/mails": Call(
+        body={"template_ref": "{template}"}, named=(422, "template_not_in_company")
     ),
     "POST /admin/events/{event_id}/capabilities/intake": Call(body={}),
 }
@@ -223,7 +230,6 @@ SHARED = {
         ("DELETE", "/{id}"),
     )
 } | {
-    "POST /admin/types/{type_id}/mails",
     "POST /admin/types/{type_id}/tickets",
     "POST /admin/types/{type_id}/questions",
     "POST /admin/types/{type_id}/booths",
@@ -237,19 +243,29 @@ SHARED = {
     "PATCH /admin/questions/{question_id}/answers/{answer_id}",
     "DELETE /admin/questions/{question_id}/answers/{answer_id}",
     "POST /admin/lead-rules/from-answer",  # names a question (shared) and its answers
-    "GET /admin/trigger-templates",  # the dispatcher's map of purposes (platform-wide)
 }
 
-# routes that name no object of anyone's: lists of the actor's own, creates of its own,
-# passes over what the actor may see (their fencing is in the probes of their nouns)
+# routes for platform operators only (an actor without a company): a company's actor is
+# refused before anything is named, 403 `missing_scope`
+PLATFORM_ONLY: dict[str, Any] = {
+    "GET /admin/trigger-templates": None,  # the dispatcher's map of purposes, one for all
+    "PUT /admin/trigger-templates/{purpose}": {"template_id": "{own_template}"},
+    "POST /admin/schedulers/run": None,
+}
+
+# routes that name no object of anyone's: creates of the actor's own, and passes over what
+# the actor may see (their fencing is in the probes of their nouns)
 NAMES_NOTHING = {
-    "GET /admin/events",
     "POST /admin/events",
-    "GET /admin/templates",
     "POST /admin/templates",
-    "GET /admin/lead-rules",
     "POST /admin/lead-requests/run",
-    "POST /admin/schedulers/run",
+}
+
+# lists with no filter: none of B's objects may be among A's items (the id of each kind)
+LISTS = {
+    "GET /admin/events": ("event", "slotted"),
+    "GET /admin/templates": ("template",),
+    "GET /admin/lead-rules": ("rule",),
 }
 
 
@@ -294,6 +310,7 @@ PARAM_KIND = {
     "job_id": "job",
     "operation_id": "operation",
     "question_id": "question",
+    "type_id": "type",
 }
 
 
@@ -310,16 +327,23 @@ async def call(client: httpx.AsyncClient, method: str, path: str, case: Call, id
     )
 
 
-def answer(r: httpx.Response) -> tuple[int, Any]:
-    """What a caller learns: the status and, for a refusal, its code."""
-    if r.status_code >= 400:
-        return r.status_code, r.json()["error"]["code"]
-    body = r.json() if r.content else None
+def answer(r: httpx.Response, ids: dict[str, str]) -> tuple[int, str]:
+    """What a caller learns: the status and the whole body, each id the call named written
+    as its kind (so a foreign call and an unknown one compare field by field)."""
+    text = r.text
+    for kind, value in sorted(ids.items(), key=lambda kv: -len(kv[1])):
+        text = text.replace(value, "{" + kind + "}")
+    return r.status_code, text
+
+
+def code_of(seen: tuple[int, str]) -> tuple[int, Any]:
+    """(status, the refusal's code, or the number of items of a list, or None)."""
+    body = json.loads(seen[1]) if seen[1] else None
+    if isinstance(body, dict) and "error" in body:
+        return seen[0], body["error"]["code"]
     if isinstance(body, dict) and "items" in body:
-        return r.status_code, len(body["items"])
-    if isinstance(body, dict) and "outcome" in body:
-        return r.status_code, body["outcome"]
-    return r.status_code, None
+        return seen[0], len(body["items"])
+    return seen[0], None
 
 
 async def company_client(api: Api, company: uuid.UUID) -> httpx.AsyncClient:
@@ -407,6 +431,7 @@ async def build(b: httpx.AsyncClient, api: Api) -> dict[str, str]:
         )
     )
     question = await made(await b.post("/admin/questions", json={"title": "Diet"}))
+    kind = await made(await b.post("/admin/types", json={"name": "Conference"}))
     await made(
         await b.post(f"/admin/events/{event['id']}/questions", json={"question_id": question["id"]})
     )
@@ -438,6 +463,7 @@ async def build(b: httpx.AsyncClient, api: Api) -> dict[str, str]:
         "order": order,
         "fresh_order": str(uuid.uuid4()),
         "question": question["id"],
+        "type": kind["id"],
         "lead": lead,
         "line": str(uuid.uuid4()),
     }
@@ -452,6 +478,7 @@ def unknown(ids: dict[str, str]) -> dict[str, str]:
         lead="lead-of-nobody",
         category=ids["category"],
         question=ids["question"],
+        type=ids["type"],
     )
     return fresh
 
@@ -512,7 +539,7 @@ async def test_every_admin_route_answers_a_foreign_object_like_a_missing_one(api
         missing = {**unknown(foreign), **own}
         before = await snapshot(api)
 
-        listed = set(CASES) | NAMES_NOTHING
+        listed = set(CASES) | NAMES_NOTHING | set(PLATFORM_ONLY) | set(LISTS)
         unlisted = [
             f"{m} {p}"
             for m, p in operations(api.app)
@@ -524,16 +551,29 @@ async def test_every_admin_route_answers_a_foreign_object_like_a_missing_one(api
         for method, path in operations(api.app):
             cases = CASES.get(f"{method} {path}", ())
             for case in cases if isinstance(cases, tuple) else (cases,):
-                theirs = answer(await call(a, method, path, case, foreign))
-                nobodys = answer(await call(a, method, path, case, missing))
-                if case.expect == "404":
-                    ok = theirs == nobodys and theirs[0] == 404
+                theirs = answer(await call(a, method, path, case, foreign), foreign)
+                nobodys = answer(await call(a, method, path, case, missing), missing)
+                seen = code_of(theirs)
+                if case.named is not None:
+                    ok = seen == case.named and code_of(nobodys)[0] == case.named[0]
+                elif case.expect == "404":
+                    ok = theirs == nobodys and seen[0] == 404
                 elif case.expect == "list":
-                    ok = theirs == nobodys and (theirs[0] == 404 or theirs == (200, 0))
+                    ok = theirs == nobodys and (seen[0] == 404 or seen == (200, 0))
                 else:
                     ok = theirs == nobodys
                 if not ok:
-                    leaks.append(f"{method} {path}: foreign {theirs}, unknown {nobodys}")
+                    leaks.append(f"{method} {path}: foreign {theirs}\n  unknown {nobodys}")
+        for route, body in sorted(PLATFORM_ONLY.items()):
+            method, path = route.split(" ", 1)
+            url = path.replace("{purpose}", "event_reminder")
+            r = await a.request(method, url, json=fill(body, foreign))
+            if (r.status_code, r.json()["error"]["code"]) != (403, "missing_scope"):
+                leaks.append(f"{route}: a company's actor got {r.status_code} {r.text}")
+        for route, kinds in LISTS.items():
+            method, path = route.split(" ", 1)
+            text = (await a.request(method, path, params={"limit": 200})).text
+            leaks += [f"{route} lists B's {k}" for k in kinds if foreign[k] in text]
         assert not leaks, "\n".join(leaks)
         assert await snapshot(api) == before  # nothing of B's (or of anyone) changed
     finally:

@@ -354,8 +354,9 @@ async def test_the_queue_shows_a_company_only_its_events_requests(two: Two):
 async def test_existing_rules_take_the_company_of_the_events_they_match(
     empty_db_url: str, tmp_path: Path
 ):
-    """Migration 0026 on rules made before it: one company's events (shared ones aside)
-    make a rule that company's; several companies, or none, a platform rule."""
+    """Migration 0026 on rules made before it: a rule's creation audit row names its
+    company; without one, one company's events (shared ones aside) make a rule that
+    company's, several companies or none a platform rule."""
     folder = tmp_path / "migrations"
     folder.mkdir()
     for path in sorted(migrate.default_dir().glob("*.sql")):
@@ -388,6 +389,26 @@ async def test_existing_rules_take_the_company_of_the_events_they_match(
                 axis,
                 json.dumps(ids),
             )
+        # rules made through the verbs: their creation audit row names the company
+        audited = {"A's rule on a shared type": A, "B's rule naming A's events": B}
+        for name, company in audited.items():
+            made[name] = await conn.fetchval(
+                "INSERT INTO event.lead_rules (name) VALUES ($1) RETURNING id", name
+            )
+            await conn.execute(
+                "INSERT INTO event.lead_rule_predicates (rule_id, axis, value_ids)"
+                " VALUES ($1, 'event', $2::jsonb)",
+                made[name],
+                json.dumps([a1, a2] if company == B else [shared]),
+            )
+            await conn.execute(
+                "INSERT INTO event.event_audit_log (actor_id, actor_kind, company_id, verb,"
+                " object_kind, object_id) VALUES ('t', 'token', $1, 'lead_rule_created',"
+                " 'lead_rule', $2)",
+                company,
+                made[name],
+            )
+        cases.update({n: ("event", [], c) for n, c in audited.items()})
         for path in sorted(migrate.default_dir().glob("*.sql")):
             shutil.copy(path, folder)
         await migrate.apply(conn, folder)

@@ -130,13 +130,6 @@ async def test_only_a_platform_operator_writes_a_platform_template(api: Api, adm
     assert (await admin.delete(url)).status_code == 200
 
 
-def _same_but_id(r: httpx.Response, other: httpx.Response) -> bool:
-    """The two refusals say the same, the id each names aside."""
-    one, two = dict(r.json()["error"]), dict(other.json()["error"])
-    one.pop("template_ref"), two.pop("template_ref")
-    return r.status_code == other.status_code and one == two
-
-
 async def test_an_events_mail_line_uses_only_its_companys_or_a_platform_template(api: Api, admin):
     platform = await new_template(admin)
     async with (
@@ -146,19 +139,17 @@ async def test_an_events_mail_line_uses_only_its_companys_or_a_platform_template
         theirs = await new_template(b)
         mine = await new_template(a)
         ev = await make_event(a)
-        # another company's template is one A cannot see: answered as an unknown id is
         r = await a.post("/admin/mails", json=line(ev["id"], theirs["id"]))
-        nobodys = await a.post("/admin/mails", json=line(ev["id"], str(uuid.uuid4())))
-        assert (r.status_code, r.json()["error"]["code"]) == (422, "template_not_found")
+        assert (r.status_code, r.json()["error"]["code"]) == (422, "template_not_in_company")
         assert r.json()["error"]["field"] == "template_ref"
-        assert _same_but_id(r, nobodys)
+        assert HELLO not in r.text  # nothing of the template but the id A sent
         ok = await a.post("/admin/mails", json=line(ev["id"], mine["id"]))
         assert ok.status_code == 201, ok.text
         assert (
             await a.post("/admin/mails", json=line(ev["id"], platform["id"]))
         ).status_code == 201
         r = await a.patch(f"/admin/mails/{ok.json()['id']}", json={"template_ref": theirs["id"]})
-        assert (r.status_code, r.json()["error"]["code"]) == (422, "template_not_found")
+        assert (r.status_code, r.json()["error"]["code"]) == (422, "template_not_in_company")
         # the event's company decides, whoever writes: a platform operator cannot either
         r = await admin.post("/admin/mails", json=line(ev["id"], theirs["id"]))
         assert (r.status_code, r.json()["error"]["code"]) == (422, "template_not_in_company")
@@ -178,8 +169,8 @@ async def test_a_types_mail_line_uses_only_the_actors_or_a_platform_template(api
         client(api, "*", company=B) as b,
     ):
         theirs = await new_template(b)
-        r = await a.post(url, json={"template_ref": theirs["id"]})  # unseen: as if unknown
-        assert (r.status_code, r.json()["error"]["code"]) == (422, "template_not_found")
+        r = await a.post(url, json={"template_ref": theirs["id"]})
+        assert (r.status_code, r.json()["error"]["code"]) == (422, "template_not_in_company")
         r = await admin.post(url, json={"template_ref": theirs["id"]})  # types are shared
         assert (r.status_code, r.json()["error"]["code"]) == (422, "template_not_in_company")
         assert (await a.post(url, json={"template_ref": platform["id"]})).status_code == 201
@@ -266,8 +257,9 @@ async def test_existing_templates_take_the_company_of_the_events_using_them(
     empty_db_url: str, tmp_path: Path
 ):
     """Migration 0023 on a database written before it: a template used by the lines of
-    one company's events is that company's; unused, used by several companies (or by a
-    shared event), or mapped by the dispatcher, it is a platform template."""
+    one company's events is that company's; used by several companies (or by a shared
+    event), or mapped by the dispatcher, it is a platform template; unused, its creator's
+    (as its creation audit row says), else a platform template."""
     folder = tmp_path / "migrations"
     folder.mkdir()
     for path in sorted(migrate.default_dir().glob("*.sql")):
@@ -290,6 +282,7 @@ async def test_existing_templates_take_the_company_of_the_events_using_them(
             "a_and_b": ["a1", "b"],
             "a_and_shared": ["a2", "shared"],
             "unused": [],
+            "unused_made_by_b": [],
             "mapped": ["b"],
         }
         ids = {}
@@ -304,6 +297,13 @@ async def test_existing_templates_take_the_company_of_the_events_using_them(
                     events[event],
                     ids[name],
                 )
+        await conn.execute(
+            "INSERT INTO event.event_audit_log (actor_id, actor_kind, company_id, verb,"
+            " object_kind, object_id) VALUES ('t', 'token', $1, 'template_created',"
+            " 'template', $2)",
+            B,
+            ids["unused_made_by_b"],
+        )
         await conn.execute(
             "INSERT INTO event.trigger_templates (purpose, template_id, updated_at, updated_by)"
             " VALUES ('event_reminder', $1, now(), 'probe')",
@@ -322,6 +322,7 @@ async def test_existing_templates_take_the_company_of_the_events_using_them(
         "a_and_b": None,
         "a_and_shared": None,
         "unused": None,
+        "unused_made_by_b": B,
         "mapped": None,
     }
 
@@ -398,7 +399,7 @@ async def test_the_long_plus_chain_template_is_answered_at_once_while_healthz_an
     assert r.json()["error"]["field"] == "body"
     assert r.json()["error"]["limit"] in ("nodes", "depth")
     assert took < 1.0  # it took 15 s, on the event loop
-    assert gap < 0.5 and answers >= 2
+    assert gap < 0.1 and answers >= 2  # the bound the issue set: /healthz within 100 ms
 
 
 async def test_a_slow_check_never_holds_the_event_loop(admin, monkeypatch):
@@ -588,3 +589,29 @@ async def test_a_stored_template_over_the_limits_fails_its_line_quickly(api: Api
     view = (await admin.get("/admin/mails", params={"event_id": ev["id"]})).json()["items"][0]
     assert view["error_kind"] == "render_failed"
     assert "TemplateTooComplex" in view["error_detail"]
+
+
+async def test_an_event_keeps_its_company_while_its_lines_use_that_companys_templates(
+    api: Api, admin
+):
+    """Moving an event to another company, or making it shared, would hand its lines (and
+    the company's texts, which it still edits) to other attendees: refused until the lines
+    use templates the new company may use."""
+    platform = await new_template(admin)
+    async with client(api, "*", company=A) as a:
+        mine = await new_template(a)
+        ev = await make_event(a)
+        made = await a.post("/admin/mails", json=line(ev["id"], mine["id"]))
+        assert made.status_code == 201, made.text
+        for who, company in ((a, None), (admin, str(B))):
+            r = await who.patch(f"/admin/events/{ev['id']}", json={"company_id": company})
+            assert (r.status_code, r.json()["error"]["code"]) == (422, "template_not_in_company")
+            assert r.json()["error"]["field"] == "company_id"
+        assert (await a.get(f"/admin/events/{ev['id']}")).json()["company_id"] == str(A)
+        moved = await a.patch(
+            f"/admin/mails/{made.json()['id']}", json={"template_ref": platform["id"]}
+        )
+        assert moved.status_code == 200, moved.text
+        r = await a.patch(f"/admin/events/{ev['id']}", json={"company_id": None})
+        assert r.status_code == 200, r.text
+        assert r.json()["company_id"] is None

@@ -22,7 +22,7 @@ from events_svc.db import Connection
 from events_svc.verbs.audit import write_audit
 from events_svc.verbs.common import check_timezone, merge_patch
 from events_svc.verbs.events.catalog import set_event_tags
-from events_svc.verbs.mail import reschedule_event
+from events_svc.verbs.mail import check_lines_fit_company, reschedule_event
 from events_svc.verbs.registrations import ensure_cap_covers_taken, event_cap
 
 _PIPE_END = "SELECT pipe_end FROM event.stages WHERE id = $1"
@@ -121,6 +121,8 @@ async def plan_change(
         await refuse_terminal_stage(conn, new["stage_id"])
     if "company_id" in changes:
         check_company(actor, new["company_id"])
+        if new["company_id"] != current["company_id"]:
+            await check_lines_fit_company(conn, current["id"], new["company_id"])
     if "event_url" in changes:
         check_url(new["event_url"])
     if "date_tz" in changes:

@@ -75,7 +75,6 @@ async def add_type_line(
                 templates,
                 line.template_ref,
                 company_id=actor.company_id,  # types are shared: the writer's company
-                viewer=actor.company_id,
                 channel=line.notification_channel,
                 kind=line.template_kind,
             )

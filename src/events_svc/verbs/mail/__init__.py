@@ -22,6 +22,7 @@ from events_svc.verbs.mail.lines import line_channel
 from events_svc.verbs.mail.pass_ import RunSummary, Senders, next_due, run_mail_pass
 from events_svc.verbs.mail.schedules import reschedule_event
 from events_svc.verbs.mail.send import LinkBuilder, PassOptions, refusal
+from events_svc.verbs.mail.templates import check_lines_fit_company
 
 __all__ = [
     "CHANNEL",
@@ -31,6 +32,7 @@ __all__ = [
     "Senders",
     "arm_entering_open",
     "backoff",
+    "check_lines_fit_company",
     "count_failing_lines",
     "line_channel",
     "next_due",

@@ -80,25 +80,20 @@ async def line_channel(
     ref: UUID,
     *,
     company_id: UUID | None,
-    viewer: UUID | None,
     channel: str | None = None,
     kind: str | None = None,
 ) -> str:
     """The channel of a line naming template `ref`: the template's kind. A template the
-    composed renderer does not know is 422 `template_not_found`, and so is one the writer
-    (of company `viewer`; None: a platform actor, who sees every template) cannot see: the
-    answer tells nothing of another company's templates. One the writer sees but of a
-    company other than `company_id` (the company whose line it is; None: only platform
-    templates) is 422 `template_not_in_company`, when the renderer fences its templates
-    by company (`ports.TemplateCompanies`); a named kind or channel that disagrees with it
-    is 422 `channel_kind_mismatch`."""
-    unknown = errors.TemplateNotFound(field="template_ref", template_ref=str(ref))
+    composed renderer does not know is 422 `template_not_found`; one of a company other
+    than `company_id` (the company whose line it is; None: only platform templates) is
+    422 `template_not_in_company`, when the renderer fences its templates by company
+    (`ports.TemplateCompanies`) (the contract names that refusal for another company's
+    template: template ids are random, so it tells nothing that could be guessed); a named
+    kind or channel that disagrees with it is 422 `channel_kind_mismatch`."""
     actual = await templates.template_kind(conn, ref)
     if actual is None:
-        raise unknown
+        raise errors.TemplateNotFound(field="template_ref", template_ref=str(ref))
     fenced, owner = await template_company(templates, conn, ref)
-    if fenced and owner is not None and viewer is not None and owner != viewer:
-        raise unknown  # another company's template: as if there were none
     if fenced and owner is not None and owner != company_id:
         raise errors.TemplateNotInCompany(field="template_ref", template_ref=str(ref))
     for name, given in (("template_kind", kind), ("notification_channel", channel)):
@@ -118,7 +113,6 @@ async def create_mail(
             templates,
             cmd.template_ref,
             company_id=event["company_id"],
-            viewer=actor.company_id,
             channel=cmd.notification_channel,
         )
         mail_id = await conn.fetchval(
@@ -167,7 +161,6 @@ async def patch_mail(
                 templates,
                 new["template_ref"],
                 company_id=event["company_id"],
-                viewer=actor.company_id,
                 channel=changes.get("notification_channel"),
             )
         await conn.execute(_UPDATE, mail_id, *(new[f] for f in _MAIL_FIELDS), now)

@@ -45,7 +45,6 @@ SELECT id, kind::text AS kind, name, subject, body, company_id FROM event.messag
 WHERE id = $1 AND event.visible_to(company_id, $2)
 FOR UPDATE  -- one writer of a template at a time
 """
-# $4: only the platform templates (a caller that names no actor)
 _T_LIST = """
 SELECT * FROM event.template_view
 WHERE event.visible_to(company_id, $3)
@@ -76,6 +75,31 @@ WHERE id = ANY($1::uuid[]) AND (attempts > 0 OR next_attempt_at IS NOT NULL)
 RETURNING event_id
 """
 _TEXTS = ("subject", "body")
+
+
+# a stored template one of the event's lines names that the company may not use (another
+# company's; with `company` NULL, any company's: a shared event uses platform templates)
+_OUTSIDE_COMPANY = """
+SELECT t.id FROM event.mails m JOIN event.message_templates t ON t.id = m.template_ref
+WHERE m.event_id = $1 AND t.company_id IS NOT NULL AND t.company_id IS DISTINCT FROM $2
+ORDER BY t.id LIMIT 1
+"""
+
+
+async def check_lines_fit_company(
+    conn: Connection, event_id: UUID, company_id: UUID | None
+) -> None:
+    """An event about to belong to `company_id` (None: shared) keeps only lines whose stored
+    template that company may use; else 422 `template_not_in_company` on `company_id`
+    (moving the event would hand the lines to another company's attendees). Templates of
+    a host's renderer are the host's to fence."""
+    found = await conn.fetchval(_OUTSIDE_COMPANY, event_id, company_id)
+    if found is not None:
+        raise errors.TemplateNotInCompany(
+            "A mail line of this event uses a template of another company: change the line first.",
+            field="company_id",
+            template_ref=str(found),
+        )
 
 
 def _template_view(row: Any, links_unavailable: list[str]) -> dict[str, Any]:
