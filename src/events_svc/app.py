@@ -222,10 +222,14 @@ def create_app(
     pool: db.Pool | None = None,
     clock: Callable[[], datetime] = utc_now,
     intake_public: bool | None = None,
+    warm: bool = True,
 ) -> FastAPI:
     """The service as an ASGI app.
 
     `actor_dependency` is `async (request) -> Actor`; it replaces the bearer-token actor.
+    `warm` builds the router's matching state at start (`warm_routes`); without it the
+    first requests build what they walk past, on the event loop (the probes, which make a
+    few requests per app, skip the 0.15 s it costs; the latency probes keep it).
     """
     ctx = ServiceContext(
         settings=settings,
@@ -241,7 +245,8 @@ def create_app(
     @asynccontextmanager
     async def lifespan(application: FastAPI) -> AsyncIterator[None]:
         async with service_lifespan(ctx):
-            await warm_routes(application)
+            if warm:
+                await warm_routes(application)
             yield
 
     app = FastAPI(
