@@ -6,18 +6,21 @@ Fixtures live in conftest.py; a helper used by one probe module stays in that mo
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
 import time
 import uuid
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import httpx
 
+from events_svc import migrate
 from events_svc.adapters.standalone import OutboxQueue, StoreRenderer
 from events_svc.ports import PartnerContact, Ports
 from events_svc.verbs.tokens import create_token
@@ -57,6 +60,21 @@ async def drop_database(admin_url: str, name: str) -> None:
         await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     finally:
         await conn.close()
+
+
+def _copy_before(folder: Path, first: str) -> None:
+    folder.mkdir()
+    for path in sorted(migrate.default_dir().glob("*.sql")):
+        if path.name < first:
+            shutil.copy(path, folder / path.name)
+
+
+async def migrate_before(conn: asyncpg.Connection, folder: Path, first: str) -> list[str]:
+    """Apply the service's migrations whose names sort before `first` (copied into
+    `folder`, a new folder): the database as it was before `first` landed. Applying
+    `migrate.default_dir()` afterwards adds the rest."""
+    _copy_before(folder, first)
+    return await migrate.apply(conn, folder)
 
 
 # --- the API and the rows a probe sets up --------------------------------------------

@@ -9,7 +9,6 @@ recording what it is handed)."""
 from __future__ import annotations
 
 import json
-import shutil
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -23,7 +22,7 @@ import pytest
 from events_svc import create_app, migrate
 from events_svc.ports import LeadDelivery, Ports
 from events_svc.settings import Settings
-from tests.probes.helpers import BASE, Api, make_event
+from tests.probes.helpers import BASE, Api, make_event, migrate_before
 
 A, B = uuid.uuid4(), uuid.uuid4()
 RULES = "/admin/lead-rules"
@@ -357,14 +356,9 @@ async def test_existing_rules_take_the_company_of_the_events_they_match(
     """Migration 0026 on rules made before it: a rule's creation audit row names its
     company; without one, one company's events (shared ones aside) make a rule that
     company's, several companies or none a platform rule."""
-    folder = tmp_path / "migrations"
-    folder.mkdir()
-    for path in sorted(migrate.default_dir().glob("*.sql")):
-        if path.name < "0026":
-            shutil.copy(path, folder)
     conn = await asyncpg.connect(empty_db_url)
     try:
-        await migrate.apply(conn, folder)
+        await migrate_before(conn, tmp_path / "migrations", "0026")
         event = (
             "INSERT INTO event.events (name, date_begin, date_end, company_id)"
             " VALUES ('E', now(), now(), $1) RETURNING id::text"
@@ -409,9 +403,7 @@ async def test_existing_rules_take_the_company_of_the_events_they_match(
                 made[name],
             )
         cases.update({n: ("event", [], c) for n, c in audited.items()})
-        for path in sorted(migrate.default_dir().glob("*.sql")):
-            shutil.copy(path, folder)
-        await migrate.apply(conn, folder)
+        await migrate.apply(conn, migrate.default_dir())
         for name, (_, _, company) in cases.items():
             found = await conn.fetchval(
                 "SELECT company_id FROM event.lead_rules WHERE id = $1", made[name]

@@ -3,7 +3,6 @@ channel that follows the template's kind; the one template cascade verb for both
 
 from __future__ import annotations
 
-import shutil
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -16,7 +15,7 @@ from events_svc.adapters.standalone import OutboxQueue, OutboxSmsQueue, StoreRen
 from events_svc.ports import Ports
 from events_svc.settings import Settings
 from events_svc.surface import EventSurface
-from tests.probes.helpers import Api, make_event, outbox, run, template
+from tests.probes.helpers import Api, make_event, migrate_before, outbox, run, template
 
 UNWIRED = Ports(template_renderer=StoreRenderer(), mail_queue=OutboxQueue())
 WIRED = Ports(
@@ -180,14 +179,9 @@ async def test_one_cascade_verb_removes_the_lines_of_either_kind(api: Api, admin
 
 async def test_the_upgrade_gives_old_lines_their_templates_kind(empty_db_url: str, tmp_path):
     """Lines written before 0015 recorded the channel they asked for as their kind."""
-    old = tmp_path / "migrations"
-    old.mkdir()
-    for f in sorted(migrate.default_dir().glob("*.sql")):
-        if f.name < "0015":
-            shutil.copy(f, old / f.name)
     conn = await asyncpg.connect(empty_db_url)
     try:
-        await migrate.apply(conn, old)
+        await migrate_before(conn, tmp_path / "migrations", "0015")
         text = await conn.fetchval(
             "INSERT INTO event.message_templates (kind, name, body) VALUES ('sms', 'T', 'x')"
             " RETURNING id"

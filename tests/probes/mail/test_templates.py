@@ -31,7 +31,16 @@ from events_svc.app import create_app
 from events_svc.ports import Ports, Rendered, RenderRequest
 from events_svc.settings import Settings
 from events_svc.templating import MAX_NODES, MAX_TREE_DEPTH, check
-from tests.probes.helpers import BASE, BEGIN, Api, event_body, make_event, ports, run
+from tests.probes.helpers import (
+    BASE,
+    BEGIN,
+    Api,
+    event_body,
+    make_event,
+    migrate_before,
+    ports,
+    run,
+)
 
 A, B = uuid.uuid4(), uuid.uuid4()
 HELLO = "Hello {{ registration.name }}"
@@ -268,13 +277,9 @@ async def test_existing_templates_take_the_company_of_the_events_using_them(
     event), or mapped by the dispatcher, it is a platform template; unused, its creator's
     (as its creation audit row says), else a platform template."""
     folder = tmp_path / "migrations"
-    folder.mkdir()
-    for path in sorted(migrate.default_dir().glob("*.sql")):
-        if path.name < "0023":
-            shutil.copy(path, folder)
     conn = await asyncpg.connect(empty_db_url)
     try:
-        await migrate.apply(conn, folder)
+        await migrate_before(conn, folder, "0023")
         events = {
             name: await conn.fetchval(
                 "INSERT INTO event.events (name, date_begin, date_end, company_id)"

@@ -5,7 +5,6 @@ to 0023, rows written as the old seam wrote them, then migrated on)."""
 
 from __future__ import annotations
 
-import shutil
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,6 +18,7 @@ from events_svc.db import create_pool
 from events_svc.models.sale import OrderConfirmed, OrderFact
 from events_svc.settings import Settings
 from events_svc.verbs.sale import seam
+from tests.probes.helpers import migrate_before
 
 NOW = datetime(2027, 1, 1, tzinfo=UTC)
 _OLD_ORDER = (
@@ -109,14 +109,9 @@ async def _booking(
 async def test_rows_written_before_the_migration_keep_working_as_their_companys(
     empty_db_url: str, tmp_path: Path
 ):
-    before = tmp_path / "before"
-    before.mkdir()
-    for path in sorted(migrate.default_dir().glob("*.sql")):
-        if path.name < "0024":
-            shutil.copy(path, before / path.name)
     conn = await asyncpg.connect(empty_db_url)
     try:
-        await migrate.apply(conn, before)
+        await migrate_before(conn, tmp_path / "before", "0024")
         ev_a, shared = await _event(conn, A), await _event(conn, None)
         # order X: A's seam confirmed it on its event and a shared one, with a booth line;
         # B's officer booked a shared booth for an order X of its own
