@@ -15,6 +15,7 @@ or without a line here, fails this probe.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import uuid
@@ -32,16 +33,9 @@ PREFIX = "/api/v1/event"
 
 
 @pytest.fixture
-def settings(db_url: str) -> Settings:
+def settings(settings: Settings) -> Settings:
     """The probes' settings, with a capability secret: the link-minting routes answer."""
-    return Settings(
-        database_url=db_url,
-        pool_min=1,
-        pool_max=4,
-        lock_timeout_ms=2000,
-        scheduler_enabled=False,
-        capability_secrets=("fence-probe-secret-of-32-chars!!",),
-    )
+    return dataclasses.replace(settings, capability_secrets=("fence-probe-secret-of-32-chars!!",))
 
 
 @dataclass

@@ -3,11 +3,15 @@ tokens: a rule naming another company's events or company (on create, on patch),
 on a shared type or question, a rule whose predicates name another company's events in
 the database anyway, another company's rule read, patched or deleted, another company's
 lead relinked by guessing its CRM id, a company's run and queue; and migration 0026 giving
-existing rules a company (real PostgreSQL, the real HTTP app; the lead sink is the port,
-recording what it is handed)."""
+existing rules a company (real PostgreSQL, the real HTTP app; the lead sink is the
+standalone signed webhook, and the CRM behind it a real HTTP server on loopback that checks
+each signature and records what it is sent)."""
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import hmac
 import json
 import uuid
 from collections.abc import AsyncIterator
@@ -18,11 +22,11 @@ from typing import Any
 import asyncpg
 import httpx
 import pytest
+from aiohttp import web
 
 from events_svc import create_app, migrate
-from events_svc.ports import LeadDelivery, Ports
 from events_svc.settings import Settings
-from tests.probes.helpers import BASE, Api, make_event, migrate_before
+from tests.probes.helpers import BASE, Api, free_port, make_event, migrate_before
 
 A, B = uuid.uuid4(), uuid.uuid4()
 RULES = "/admin/lead-rules"
@@ -31,23 +35,30 @@ RELINK = "/admin/leads/relink"
 OUT_OF_SCOPE = "lead_predicate_out_of_scope"
 
 
+SECRET = "lead-fence-webhook-secret-0123"
+
+
 @dataclass
 class Sink:
-    """The host's CRM as the lead sink port: records every delivery and numbers its leads
-    with small integers, as CRMs often do."""
+    """The CRM behind the lead webhook: records every signed delivery's body and numbers
+    its leads with small integers, as CRMs often do."""
 
-    deliveries: list[LeadDelivery] = field(default_factory=list)
+    deliveries: list[dict[str, Any]] = field(default_factory=list)
+    url: str = ""
 
-    async def create_lead(self, delivery: LeadDelivery) -> str:
-        self.deliveries.append(delivery)
-        return str(len(self.deliveries))
-
-    async def update_lead(self, delivery: LeadDelivery) -> None:
-        self.deliveries.append(delivery)
+    async def handle(self, request: web.Request) -> web.Response:
+        raw = await request.read()
+        signed = "sha256=" + hmac.new(SECRET.encode(), raw, hashlib.sha256).hexdigest()
+        assert hmac.compare_digest(request.headers["X-Events-Signature"], signed)
+        body = json.loads(raw)
+        self.deliveries.append(body)
+        if body["action"] == "create":
+            return web.json_response({"lead_id": str(len(self.deliveries))})
+        return web.json_response({})
 
     def reached(self) -> set[str]:
         """Every registration the sink was told about."""
-        return {str(r) for d in self.deliveries for r in d.registration_ids}
+        return {r for d in self.deliveries for r in d["registration_ids"]}
 
 
 @dataclass
@@ -64,7 +75,15 @@ class Two:
 @pytest.fixture
 async def two(settings: Settings, pool: asyncpg.Pool) -> AsyncIterator[Two]:
     sink = Sink()
-    app = create_app(settings, Ports(lead_sink=sink))
+    crm = web.Application()
+    crm.router.add_post("/leads", sink.handle)
+    runner = web.AppRunner(crm)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    sink.url = f"http://127.0.0.1:{port}/leads"
+    wired = dataclasses.replace(settings, lead_webhook_url=sink.url, lead_webhook_secret=SECRET)
+    app = create_app(wired)
     async with app.router.lifespan_context(app):
         api = Api(app, pool)
         clients = []
@@ -78,6 +97,7 @@ async def two(settings: Settings, pool: asyncpg.Pool) -> AsyncIterator[Two]:
             for c in clients:
                 await c.aclose()
             await api.client.aclose()
+            await runner.cleanup()
 
 
 def predicate(axis: str, *ids: str, question_id: str | None = None) -> dict[str, Any]:
@@ -200,7 +220,7 @@ async def test_a_rule_on_a_shared_type_reaches_only_its_companys_registrations(t
 
     assert summary["parked"] == 0 and summary["registrations"] == 1
     assert two.sink.reached() == {own}
-    assert {d.rule_id for d in two.sink.deliveries} == {uuid.UUID(made["id"])}
+    assert {d["rule_id"] for d in two.sink.deliveries} == {made["id"]}
     assert await queued(two.pool, theirs) is None  # the rule never even queued B's event
     unknown = str(uuid.uuid4())
     error = refusal(await two.a.post(RULES, json={

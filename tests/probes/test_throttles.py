@@ -23,16 +23,11 @@ Clients = Callable[[str], httpx.AsyncClient]
 
 
 @pytest.fixture
-def settings(db_url: str) -> Settings:
+def settings(settings: Settings) -> Settings:
     """The service's own default windows (120/minute per IP, 60/minute per link, 10/hour
     per email, 1200/minute accepted per event), the intake on."""
-    return Settings(
-        database_url=db_url,
-        pool_min=1,
-        pool_max=8,
-        scheduler_enabled=False,
-        capability_secrets=(SECRET,),
-        intake_public=True,
+    return dataclasses.replace(
+        settings, pool_max=8, capability_secrets=(SECRET,), intake_public=True
     )
 
 
