@@ -12,6 +12,12 @@ ALTER TABLE event.message_templates ADD CONSTRAINT message_templates_revision_po
     CHECK (revision > 0);
 CREATE INDEX message_templates_company_idx ON event.message_templates (company_id);
 
+-- THE rule of whose templates a line may use: a template of the line's company, or a
+-- platform template (NULL); a line of a shared event (NULL) only a platform template
+CREATE FUNCTION event.template_serves(template_company uuid, line_company uuid)
+RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN template_company IS NULL OR template_company IS NOT DISTINCT FROM line_company;
+
 -- Existing templates take the company of the events whose scheduler lines use them, when
 -- those events all belong to one company. One used by the events of several companies (or
 -- by a shared event, company NULL), and one the trigger dispatcher maps (its mapping

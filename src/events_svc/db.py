@@ -234,6 +234,12 @@ async def create_pool(url: str, settings: Settings) -> Pool:
     return pool
 
 
+def affected(status: str) -> int:
+    """The rows a statement touched, from its command status (`UPDATE 3`, `INSERT 0 3`)."""
+    tail = status.rsplit(" ", 1)[-1]
+    return int(tail) if tail.isdigit() else 0
+
+
 def must(row: Record | None) -> dict[str, Any]:
     """A row the statement always returns (INSERT/UPDATE ... RETURNING on a locked row)."""
     if row is None:

@@ -24,7 +24,7 @@ from uuid import UUID
 
 from events_svc import errors
 from events_svc.actors import SCOPES, Actor
-from events_svc.db import Pool, connection, must, transaction
+from events_svc.db import Pool, affected, connection, must, transaction
 
 _PREFIX = "evt_"
 CONSOLE_IDLE = timedelta(hours=12)  # a console session unseen this long is over
@@ -161,7 +161,7 @@ async def revoke_token(pool: Pool, token_id: UUID, now: datetime) -> dict[str, A
         if row is None:
             raise errors.NotFound("No such token.")
         ended = await conn.execute(_END_REVOKED_SESSIONS, token_id, now)
-    return {**dict(row), "console_sessions_ended": _count(ended)}
+    return {**dict(row), "console_sessions_ended": affected(ended)}
 
 
 async def resolve_token(pool: Pool, token: str, now: datetime) -> Actor | None:
@@ -202,7 +202,7 @@ async def end_console_session(pool: Pool, key: str, now: datetime) -> bool:
         return False
     async with transaction(pool) as conn:
         status = await conn.execute(_END_SESSION, _digest(key), now)
-    return _count(status) > 0
+    return affected(status) > 0
 
 
 async def resolve_console_session(pool: Pool, key: str, now: datetime) -> Actor | None:
@@ -214,12 +214,6 @@ async def resolve_console_session(pool: Pool, key: str, now: datetime) -> Actor 
     async with connection(pool) as conn:  # one statement, autocommit
         row = await conn.fetchrow(_RESOLVE_SESSION, _digest(key), now, CONSOLE_IDLE)
     return _actor(row)
-
-
-def _count(status: str) -> int:
-    """The row count of an `UPDATE n` / `DELETE n` command status."""
-    tail = status.rsplit(" ", 1)[-1]
-    return int(tail) if tail.isdigit() else 0
 
 
 def _actor(row: Any) -> Actor | None:

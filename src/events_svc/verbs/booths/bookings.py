@@ -28,10 +28,10 @@ import asyncpg
 
 from events_svc import errors
 from events_svc.actors import Actor
-from events_svc.db import Connection, Pool, transaction
+from events_svc.db import Connection, Pool, affected, transaction
 from events_svc.models.booths import BookingCreate
 from events_svc.verbs.audit import write_audit
-from events_svc.verbs.booths.lines import count, insert_bookings
+from events_svc.verbs.booths.lines import insert_bookings
 from events_svc.verbs.booths.records import find_booth, read_booth
 
 _FIND = """
@@ -161,8 +161,8 @@ async def release_booth(pool: Pool, actor: Actor, booth_id: UUID, now: datetime)
     frees the booth; `is_paid`, `sale_linked` and the contacts survive."""
     async with transaction(pool) as conn:
         found = await find_booth(conn, actor, booth_id)
-        deleted = count(await conn.execute(_RELEASE_BOOKINGS, booth_id))
-        freed = count(await conn.execute(_RELEASE_BOOTH, booth_id, now))
+        deleted = affected(await conn.execute(_RELEASE_BOOKINGS, booth_id))
+        freed = affected(await conn.execute(_RELEASE_BOOTH, booth_id, now))
         if deleted or freed:
             await write_audit(
                 conn,

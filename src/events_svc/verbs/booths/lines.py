@@ -21,7 +21,7 @@ from datetime import datetime
 from uuid import UUID
 
 from events_svc import errors
-from events_svc.db import Connection
+from events_svc.db import Connection, affected
 
 # EBS-4: the line's first booking claims it for its event; a later one compares
 _CLAIM_LINE = """
@@ -58,11 +58,6 @@ WITH locked AS (
     ORDER BY id FOR NO KEY UPDATE)
 UPDATE event.booths b SET sale_linked = true, updated_at = $2 FROM locked WHERE b.id = locked.id
 """
-
-
-def count(status: str) -> int:
-    """The row count of a command status (`INSERT 0 3` -> 3)."""
-    return int(status.rsplit(" ", 1)[-1])
 
 
 def contact_fields(contact: Mapping[str, str] | None) -> tuple[str, str, str]:
@@ -138,4 +133,4 @@ async def insert_bookings(
         for r in await conn.fetch(_LINE_BOOKINGS, order_line_id, booth_ids, company_id)
     }
     await conn.execute(_LATCH_LINKED, booth_ids, now)
-    return [by_booth[b] for b in booth_ids], count(status) > 0
+    return [by_booth[b] for b in booth_ids], affected(status) > 0

@@ -20,11 +20,11 @@ from uuid import UUID
 
 from events_svc import errors
 from events_svc.actors import Actor
-from events_svc.db import Pool, connection, must, transaction
+from events_svc.db import Pool, affected, connection, must, transaction
 from events_svc.errors.dispatch import TRIGGER_PURPOSES
-from events_svc.ports import TemplateRenderer, template_company
+from events_svc.ports import TemplateRenderer
 from events_svc.verbs.audit import write_audit
-from events_svc.verbs.mail import CHANNEL
+from events_svc.verbs.mail import CHANNEL, check_template_company
 
 _LIST = """
 SELECT p.purpose::text AS purpose, tt.template_id, tt.updated_at, tt.updated_by,
@@ -106,13 +106,14 @@ async def set_trigger_template(
         if kind is None:
             raise errors.TemplateNotFound(field="template_id", template_ref=str(template_id))
         # the mapping serves the triggers of every company's events: a platform template
-        fenced, owner = await template_company(templates, conn, template_id)
-        if fenced and owner is not None:
-            raise errors.TemplateNotInCompany(
-                "The trigger templates serve every company: map a platform template.",
-                field="template_id",
-                template_ref=str(template_id),
-            )
+        await check_template_company(
+            templates,
+            conn,
+            template_id,
+            None,
+            field="template_id",
+            detail="The trigger templates serve every company: map a platform template.",
+        )
         if kind != "mail":
             raise errors.ChannelKindMismatch(
                 "The dispatcher sends mail: the template must be a mail template.",
@@ -122,7 +123,7 @@ async def set_trigger_template(
             )
         previous = await conn.fetchval(_LOCK, purpose)
         await conn.execute(_UPSERT, purpose, template_id, now, actor.id)
-        released = int((await conn.execute(_RELEASE, purpose, now)).split()[-1])
+        released = affected(await conn.execute(_RELEASE, purpose, now))
         if released:
             await conn.execute(_NOTIFY, CHANNEL, "trigger_templates")
         summary = {

@@ -15,25 +15,29 @@ from __future__ import annotations
 from datetime import datetime
 from uuid import UUID
 
-from events_svc.db import Connection
+from events_svc.db import Connection, affected, must
 from events_svc.verbs.mail import reschedule_event
 
-# a line whose template is a store template of another company than the event's stays
-# behind: an event's lines use its company's templates or platform ones (a template the
-# store does not hold belongs to a host renderer, which answers for its own templates)
+# a line whose template is a store template the new event's company may not use stays
+# behind (`event.template_serves`; a template the store does not hold belongs to a host
+# renderer, which answers for its own templates); answers (copied, left behind)
 _APPLY_MAILS = """
-INSERT INTO event.mails (event_id, sequence, interval_nbr, interval_unit, interval_kind,
-    template_ref, template_kind, notification_channel, created_at, updated_at)
-SELECT $1, tm.sequence, tm.interval_nbr, tm.interval_unit, tm.interval_kind, tm.template_ref,
-    tm.template_kind, tm.notification_channel, $3, $3
-FROM event.type_mails tm JOIN event.events e ON e.id = $1
-WHERE tm.type_id = $2 AND NOT EXISTS (
-    SELECT 1 FROM event.message_templates t
-    WHERE t.id = tm.template_ref AND t.company_id IS NOT NULL
-      AND t.company_id IS DISTINCT FROM e.company_id)
-ORDER BY tm.sequence, tm.id
+WITH lines AS (
+    SELECT tm.*, t.id IS NULL OR event.template_serves(t.company_id, e.company_id) AS serves
+    FROM event.type_mails tm JOIN event.events e ON e.id = $1
+    LEFT JOIN event.message_templates t ON t.id = tm.template_ref
+    WHERE tm.type_id = $2
+), copied AS (
+    INSERT INTO event.mails (event_id, sequence, interval_nbr, interval_unit, interval_kind,
+        template_ref, template_kind, notification_channel, created_at, updated_at)
+    SELECT $1, sequence, interval_nbr, interval_unit, interval_kind, template_ref,
+        template_kind, notification_channel, $3, $3
+    FROM lines WHERE serves ORDER BY sequence, id
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM copied) AS copied,
+       (SELECT count(*) FROM lines WHERE NOT serves) AS skipped
 """
-_TYPE_MAILS = "SELECT count(*) FROM event.type_mails WHERE type_id = $1"
 _APPLY_TICKETS = """
 INSERT INTO event.tickets (event_id, name, description, seats_max, limit_max_per_order,
     created_at, updated_at)
@@ -52,22 +56,19 @@ FROM event.type_booths WHERE type_id = $2 ORDER BY created_at, id
 """
 
 
-def _count(status: str) -> int:
-    return int(status.rsplit(" ", 1)[-1])
-
-
 async def apply_type(
     conn: Connection, event_id: UUID, type_id: UUID, now: datetime
 ) -> dict[str, int]:
     """Copy the type's lines onto the event; answers how many of each were copied (and
     `mails_skipped`: mail lines left behind, their template another company's)."""
+    mails = must(await conn.fetchrow(_APPLY_MAILS, event_id, type_id, now))
     applied = {
-        "mails": _count(await conn.execute(_APPLY_MAILS, event_id, type_id, now)),
-        "tickets": _count(await conn.execute(_APPLY_TICKETS, event_id, type_id, now)),
-        "questions": _count(await conn.execute(_APPLY_QUESTIONS, event_id, type_id)),
-        "booths": _count(await conn.execute(_APPLY_BOOTHS, event_id, type_id, now)),
+        "mails": int(mails["copied"]),
+        "mails_skipped": int(mails["skipped"]),
+        "tickets": affected(await conn.execute(_APPLY_TICKETS, event_id, type_id, now)),
+        "questions": affected(await conn.execute(_APPLY_QUESTIONS, event_id, type_id)),
+        "booths": affected(await conn.execute(_APPLY_BOOTHS, event_id, type_id, now)),
     }
-    applied["mails_skipped"] = int(await conn.fetchval(_TYPE_MAILS, type_id)) - applied["mails"]
     if applied["mails"]:
         await reschedule_event(conn, event_id, now)
     return applied

@@ -18,7 +18,7 @@ from events_svc.verbs.mail.arming import (
 )
 from events_svc.verbs.mail.cascade import on_template_deleted
 from events_svc.verbs.mail.failures import backoff, count_failing_lines
-from events_svc.verbs.mail.lines import line_channel
+from events_svc.verbs.mail.lines import check_template_company, line_channel
 from events_svc.verbs.mail.pass_ import RunSummary, Senders, next_due, run_mail_pass
 from events_svc.verbs.mail.schedules import reschedule_event
 from events_svc.verbs.mail.send import LinkBuilder, PassOptions, refusal
@@ -33,6 +33,7 @@ __all__ = [
     "arm_entering_open",
     "backoff",
     "check_lines_fit_company",
+    "check_template_company",
     "count_failing_lines",
     "line_channel",
     "next_due",

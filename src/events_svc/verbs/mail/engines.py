@@ -19,7 +19,7 @@ from typing import Any
 from uuid import UUID
 
 from events_svc.actors import SYSTEM
-from events_svc.db import Connection, must
+from events_svc.db import Connection, affected, must
 from events_svc.ports import MailErrorKind, Ports
 from events_svc.verbs.audit import write_audit
 from events_svc.verbs.mail.failures import LineFailure
@@ -199,7 +199,7 @@ class LineBatch:
         m, conn, b = self.m, self.conn, self.batch
         more_to_materialize = False
         if materialize:  # once per pass and scheduler, unless newcomers appear (set-based)
-            b.pruned = int((await conn.execute(_PRUNE, m["id"])).split()[-1])
+            b.pruned = affected(await conn.execute(_PRUNE, m["id"]))
             if b.pruned:
                 await write_audit(
                     conn,
@@ -218,7 +218,7 @@ class LineBatch:
                 m["interval_nbr"],
                 _MATERIALIZE_CHUNK,
             )
-            b.materialized = int(made.split()[-1])
+            b.materialized = affected(made)
             more_to_materialize = b.materialized == _MATERIALIZE_CHUNK
         due = [
             dict(r) for r in await conn.fetch(_DUE_RECEIPTS, m["id"], self.force, self.now, size)
@@ -254,7 +254,7 @@ class LineBatch:
         m, conn = self.m, self.conn
         if m["kind"] == "before_event" and window_end <= self.now:
             dropped = await conn.execute(_DROP, m["id"], m["event_id"], slot_id, self.now)
-            self.batch.dropped += int(dropped.split()[-1])
+            self.batch.dropped += affected(dropped)
             return True, cursor
         args = (m["id"], m["event_id"], slot_id)
         rows = [dict(r) for r in await conn.fetch(_UNSENT, *args, size, cursor or _NO_CURSOR, [])]

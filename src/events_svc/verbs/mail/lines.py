@@ -74,6 +74,24 @@ async def _mail(conn: Connection, actor: Actor, mail_id: UUID) -> dict[str, Any]
     return dict(row)
 
 
+async def check_template_company(
+    templates: TemplateRenderer,
+    conn: Connection,
+    ref: UUID,
+    company_id: UUID | None,
+    *,
+    field: str,
+    detail: str | None = None,
+) -> None:
+    """A template serves the lines of `company_id` (None: of every company, or of a shared
+    event) only when it is that company's or a platform template: the rule of SQL's
+    `event.template_serves`, asked of the renderer when it fences its templates by
+    company (`ports.TemplateCompanies`); else 422 `template_not_in_company`."""
+    fenced, owner = await template_company(templates, conn, ref)
+    if fenced and owner is not None and owner != company_id:
+        raise errors.TemplateNotInCompany(detail, field=field, template_ref=str(ref))
+
+
 async def line_channel(
     conn: Connection,
     templates: TemplateRenderer,
@@ -93,9 +111,7 @@ async def line_channel(
     actual = await templates.template_kind(conn, ref)
     if actual is None:
         raise errors.TemplateNotFound(field="template_ref", template_ref=str(ref))
-    fenced, owner = await template_company(templates, conn, ref)
-    if fenced and owner is not None and owner != company_id:
-        raise errors.TemplateNotInCompany(field="template_ref", template_ref=str(ref))
+    await check_template_company(templates, conn, ref, company_id, field="template_ref")
     for name, given in (("template_kind", kind), ("notification_channel", channel)):
         if given is not None and given != actual:
             raise errors.ChannelKindMismatch(field=name, given=given, template_kind=actual)

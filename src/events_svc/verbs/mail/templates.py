@@ -81,7 +81,7 @@ _TEXTS = ("subject", "body")
 # company's; with `company` NULL, any company's: a shared event uses platform templates)
 _OUTSIDE_COMPANY = """
 SELECT t.id FROM event.mails m JOIN event.message_templates t ON t.id = m.template_ref
-WHERE m.event_id = $1 AND t.company_id IS NOT NULL AND t.company_id IS DISTINCT FROM $2
+WHERE m.event_id = $1 AND NOT event.template_serves(t.company_id, $2)
 ORDER BY t.id LIMIT 1
 """
 
