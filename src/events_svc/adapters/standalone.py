@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
@@ -56,9 +55,6 @@ FROM unnest($1::event.notification_channel[], $2::text[], $3::text[], $4::text[]
         attachments, trigger_id)
 """
 _CACHE_SIZE = 64  # compiled templates kept (the least recently used goes first)
-# a render under row locks uses the revision its pass prepared this long ago even when the
-# template was edited in between (the edit raced the batch); an older one is recompiled
-_PREPARED_SECONDS = 10.0
 
 Key = tuple[UUID, str]
 
@@ -68,7 +64,6 @@ class _Compiled:
     """One revision of a template, compiled (or why it could not be)."""
 
     revision: int
-    at: float  # time.monotonic() when it was compiled or last confirmed current
     subject: jinja2.Template | None = None
     body: jinja2.Template | None = None
     failure: str | None = None
@@ -79,8 +74,8 @@ def _compile(revision: int, subject: str, body: str) -> _Compiled:
     try:
         compiled = (templating.compile_template(subject), templating.compile_template(body))
     except templating.RenderFailed as exc:  # stored before the checks (or limits) were
-        return _Compiled(revision, time.monotonic(), failure=str(exc))
-    return _Compiled(revision, time.monotonic(), *compiled)
+        return _Compiled(revision, failure=str(exc))
+    return _Compiled(revision, *compiled)
 
 
 class StoreRenderer:
@@ -91,8 +86,8 @@ class StoreRenderer:
     edit bumps: `prepare` (called by the passes before they take row locks) compiles a
     template once per revision, in a template worker thread; `render`, under the locks,
     only reads the row's revision and uses the compiled template. It compiles (still off
-    the loop) only for a caller that did not prepare, or when the cached revision is
-    stale and was not confirmed by a prepare within `_PREPARED_SECONDS`.
+    the loop) only for a caller that did not prepare, or for an edit that landed between
+    the prepare and the locks.
     """
 
     def __init__(self) -> None:
@@ -113,27 +108,23 @@ class StoreRenderer:
         entry = await templating.off_loop(_compile, row["revision"], row["subject"], row["body"])
         return self._keep(key, entry)
 
-    async def prepare(self, conn: Any, template_ref: UUID, template_kind: str) -> None:
-        key = (template_ref, template_kind)
+    async def _current(self, conn: Any, key: Key) -> _Compiled | None:
+        """The template's current revision, compiled (from the cache, or now); None when
+        there is no such template."""
         revision = await conn.fetchval(_REVISION, *key)
         hit = self._cache.get(key)
         if revision is None:
             self._cache.pop(key, None)
-        elif hit is not None and hit.revision == revision:
-            self._keep(key, dataclasses.replace(hit, at=time.monotonic()))
-        else:
-            await self._compile(conn, key)
+            return None
+        if hit is None or hit.revision != revision:
+            return await self._compile(conn, key)
+        return self._keep(key, hit)
+
+    async def prepare(self, conn: Any, template_ref: UUID, template_kind: str) -> None:
+        await self._current(conn, (template_ref, template_kind))
 
     async def _load(self, conn: Any, key: Key) -> _Compiled:
-        revision = await conn.fetchval(_REVISION, *key)
-        hit = self._cache.get(key)
-        if revision is None:
-            self._cache.pop(key, None)
-            hit = None
-        elif hit is None or (
-            hit.revision != revision and time.monotonic() - hit.at > _PREPARED_SECONDS
-        ):
-            hit = await self._compile(conn, key)
+        hit = await self._current(conn, key)
         if hit is None:
             ref, kind = key
             raise MailRefused(MailErrorKind.TEMPLATE_UNRESOLVED, f"no {kind} template {ref}")

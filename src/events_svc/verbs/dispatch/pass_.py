@@ -99,13 +99,8 @@ FOR UPDATE OF d SKIP LOCKED  -- one instance works a receipt; a held one is anot
 """
 
 
-# the templates of the due receipts' purposes: compiled before the claim locks anything
-_DUE_TEMPLATES = """
-SELECT DISTINCT tt.template_id
-FROM event.trigger_dispatch_receipts d
-JOIN event.trigger_templates tt ON tt.purpose = d.purpose
-WHERE d.state IN ('pending', 'parked') AND d.next_attempt_at <= $1
-"""
+# the mapped templates (one per purpose at most): compiled before a claim locks anything
+_MAPPED_TEMPLATES = "SELECT DISTINCT template_id FROM event.trigger_templates"
 
 
 @dataclass
@@ -223,12 +218,7 @@ async def dispatch_batch(
     pool: Pool, ports: Ports, options: PassOptions, senders: Senders, now: datetime, size: int
 ) -> Settlement | None:
     """Claim and work up to `size` due receipts; what was decided, or None when no receipt
-    is due and free. A batch that raises is rolled back and its receipts parked. The due
-    receipts' templates are compiled first (`ports.prepare_template`), so none is compiled
-    under the receipt locks."""
-    async with connection(pool) as conn:
-        for ref in [r["template_id"] for r in await conn.fetch(_DUE_TEMPLATES, now)]:
-            await prepare_template(ports.template_renderer, conn, ref, "mail")
+    is due and free. A batch that raises is rolled back and its receipts parked."""
     rows: list[dict[str, Any]] = []
     try:
         async with transaction(pool) as conn:
@@ -257,7 +247,9 @@ async def run_dispatch_pass(
     stopping: Callable[[], bool] = lambda: False,
 ) -> DispatchSummary:
     """Read the feed, then work due receipts until none is left or `options.cap` were
-    worked. `stopping` is asked before each batch: a shutdown finishes the batch in hand."""
+    worked. `stopping` is asked before each batch: a shutdown finishes the batch in hand.
+    The mapped templates are compiled first (`ports.prepare_template`), so none is compiled
+    under the receipt locks."""
     summary = DispatchSummary()
     reads = 0
     while not stopping():
@@ -273,6 +265,9 @@ async def run_dispatch_pass(
         if taken < FEED_BATCH:
             break
     senders = Senders(ports, options.default_sender)
+    async with connection(pool) as conn:  # compiled once a pass, before any receipt lock
+        for row in await conn.fetch(_MAPPED_TEMPLATES):
+            await prepare_template(ports.template_renderer, conn, row["template_id"], "mail")
     budget = options.cap
     while not stopping():
         if budget <= 0:
