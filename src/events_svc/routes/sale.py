@@ -37,7 +37,7 @@ async def order_confirmed(ctx: Ctx, actor: Write, body: OrderConfirmed) -> Respo
         actor,
         "confirmed",
         body,
-        lambda conn: seam.apply_confirmed(conn, actor, body, now),
+        lambda conn, order: seam.apply_confirmed(conn, actor, body, order, now),
         now,
     )
     return answer(SeamAnswer, result)
@@ -53,7 +53,7 @@ async def order_paid(ctx: Ctx, actor: Write, body: OrderFact) -> Response:
         actor,
         "paid",
         body,
-        lambda conn: seam.apply_paid(conn, actor, body.order_id, now),
+        lambda conn, order: seam.apply_paid(conn, actor, order, now),
         now,
     )
     return answer(SeamAnswer, result)
@@ -69,7 +69,7 @@ async def order_cancelled(ctx: Ctx, actor: Write, body: OrderFact) -> Response:
         actor,
         "cancelled",
         body,
-        lambda conn: seam.apply_cancelled(conn, actor, body.order_id, now),
+        lambda conn, order: seam.apply_cancelled(conn, actor, order, now),
         now,
     )
     return answer(SeamAnswer, result)

@@ -136,7 +136,7 @@ async def test_a_redelivery_storm_over_several_pools_applies_the_fact_once(
                     SYSTEM,
                     "confirmed",
                     cmd,
-                    lambda conn: seam.apply_confirmed(conn, SYSTEM, cmd, now),
+                    lambda conn, order: seam.apply_confirmed(conn, SYSTEM, cmd, order, now),
                     now,
                 )
                 for i in range(200)

@@ -6,6 +6,7 @@ order's events."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from typing import Any
 
@@ -277,6 +278,41 @@ async def test_the_platform_acts_on_the_order_of_its_events_company(api: Api, ad
     assert (await b.fact("paid", {"order_id": other}))["registration_ids"] == by_platform[
         "registration_ids"
     ]
+
+
+async def test_a_platform_fact_whose_order_changed_meanwhile_is_busy_then_applies(
+    api: Api, admin, monkeypatch
+):
+    """The platform's fact is decided to be about a platform order (no order of the id
+    yet); A confirms its order of that id before the fact's transaction runs. The fact is
+    not applied to the stale choice: 503 busy, nothing recorded; the retry acts on A's."""
+    from events_svc.verbs.sale import inbox
+
+    a = await company(api)
+    ev = await make_event(admin, company_id=str(a.id))
+    order = str(uuid.uuid4())
+    opened, raced = inbox.transaction, []
+
+    @contextlib.asynccontextmanager
+    async def racing(pool: Any) -> Any:
+        if not raced:  # after the decision, before the fact's transaction: A confirms
+            raced.append({})
+            raced[0] = await a.fact("confirmed", confirmed(order, line(ev["id"], 1)))
+        async with opened(pool) as conn:
+            yield conn
+
+    monkeypatch.setattr(inbox, "transaction", racing)
+    r = await admin.post(f"{SEAM}/paid", json={"order_id": order})
+    assert (r.status_code, r.json()["error"]["code"]) == (503, "busy")
+    async with api.pool.acquire() as conn:
+        assert (
+            await conn.fetchval(
+                "SELECT count(*) FROM event.seam_inbox WHERE external_id = $1", f"paid:{order}"
+            )
+            == 0
+        )
+    paid = await platform_fact(admin, "paid", {"order_id": order})  # the retry: A's order
+    assert paid["registration_ids"] == raced[0]["registration_ids"]
 
 
 async def test_concurrent_deliveries_by_a_company_and_the_platform_apply_once(api: Api, admin):

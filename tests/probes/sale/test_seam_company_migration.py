@@ -178,7 +178,12 @@ async def test_rows_written_before_the_migration_keep_working_as_their_companys(
         actor_a = Actor(id="a", kind="token", scopes=frozenset({"seam:write"}), company_id=A)
         paid = OrderFact(order_id=x)
         answer = await seam.deliver(
-            pool, actor_a, "paid", paid, lambda c: seam.apply_paid(c, actor_a, x, NOW), NOW
+            pool,
+            actor_a,
+            "paid",
+            paid,
+            lambda c, order: seam.apply_paid(c, actor_a, order, NOW),
+            NOW,
         )
         assert sorted(answer["registration_ids"]) == sorted(x_rows)  # the shared row too
         async with pool.acquire() as c:
@@ -204,7 +209,7 @@ async def test_rows_written_before_the_migration_keep_working_as_their_companys(
             SYSTEM,
             "confirmed",
             body,
-            lambda c: seam.apply_confirmed(c, SYSTEM, body, NOW),
+            lambda c, order: seam.apply_confirmed(c, SYSTEM, body, order, NOW),
             NOW,
         )
         assert again["outcome"] == "already_applied"

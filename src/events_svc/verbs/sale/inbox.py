@@ -69,7 +69,6 @@ class Effect:
     registration_ids: list[UUID] = field(default_factory=list)
     skipped_ids: list[UUID] = field(default_factory=list)
     overbooked: bool = False
-    order: OrderKey | None = None  # the order the fact acted on
 
 
 async def order_of_fact(conn: Connection, actor: Actor, verb: Verb, fact: OrderFact) -> OrderKey:
@@ -104,6 +103,20 @@ def _replay(row: Any, key: str, verb: Verb, order_id: UUID) -> dict[str, Any]:
     return _answer(key, outcome, dict(row["detail"]), effect)
 
 
+async def _same_order(
+    conn: Connection, actor: Actor, verb: Verb, fact: OrderFact, order: OrderKey
+) -> None:
+    """A platform fact's order is decided before its transaction (its key space holds the
+    key); if another company's order of the id appeared meanwhile, the fact is not applied
+    to a stale choice: 503 `busy`, and the billing side's retry decides again."""
+    try:
+        again = await order_of_fact(conn, actor, verb, fact)
+    except errors.DomainError:
+        again = None
+    if again != order:
+        raise errors.Busy("The order changed while the fact was applied; retry.")
+
+
 class _Refused(Exception):
     """A rule refused the fact: its attempt is rolled back, then the refusal recorded."""
 
@@ -117,10 +130,11 @@ async def deliver(
     actor: Actor,
     verb: Verb,
     fact: OrderFact,
-    apply: Callable[[Connection], Awaitable[Effect]],
+    apply: Callable[[Connection, OrderKey], Awaitable[Effect]],
     now: datetime,
 ) -> dict[str, Any]:
-    """Apply one fact exactly once and answer its outcome (see the module docstring)."""
+    """Apply one fact exactly once and answer its outcome (see the module docstring);
+    `apply` acts on the order decided here, whose key space holds the fact's key."""
     key = delivery_key(verb, fact)
     async with connection(pool) as conn:
         order = await order_of_fact(conn, actor, verb, fact)
@@ -133,8 +147,10 @@ async def deliver(
             claimed = await _claim(conn, consumer, key, verb, fact, actor, now)
             if claimed is not None:
                 return claimed
+            if actor.company_id is None:  # a platform fact's order may have changed since
+                await _same_order(conn, actor, verb, fact, order)
             try:
-                effect = await apply(conn)
+                effect = await apply(conn, order)
             except asyncpg.IntegrityConstraintViolationError as violated:
                 refusal = refusal_for(violated)
                 if refusal is None:
@@ -144,8 +160,6 @@ async def deliver(
                 if refused.status not in _RECORDED_STATUSES:
                     raise
                 raise _Refused(refused) from None
-            if effect.order != order:  # decided on another order than the key's: retry
-                raise errors.Busy("The order changed while the fact was applied; retry.")
             await _record(conn, order, key, verb, actor, "applied", {}, effect)
             return _answer(key, "applied", {}, effect)
     except _Refused as refused:  # every effect is rolled back: claim again, record the refusal

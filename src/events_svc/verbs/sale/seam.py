@@ -52,7 +52,7 @@ from events_svc.verbs.registrations import (
     write_state,
 )
 from events_svc.verbs.sale.inbox import Effect, deliver
-from events_svc.verbs.sale.orders import OrderKey, consumer_of, order_of_id, order_of_lines
+from events_svc.verbs.sale.orders import OrderKey, consumer_of
 from events_svc.verbs.sale.truth import OrderState, sale_composed_state
 
 __all__ = ["apply_cancelled", "apply_confirmed", "apply_paid", "deliver"]
@@ -192,11 +192,11 @@ def _refuse_for_line(refused: errors.DomainError, line: SeamLine) -> errors.Doma
 
 
 async def apply_confirmed(
-    conn: Connection, actor: Actor, cmd: OrderConfirmed, now: datetime
+    conn: Connection, actor: Actor, cmd: OrderConfirmed, order: OrderKey, now: datetime
 ) -> Effect:
-    """Mint every line's attendees through the register verb; book its booths (the
-    order: the actor's company's, or the one company of the lines' events)."""
-    order = await order_of_lines(conn, actor, cmd.order_id, (x.event_id for x in cmd.lines))
+    """Mint every line's attendees through the register verb; book its booths (`order`:
+    the one `inbox.deliver` decided, the actor's company's or the one company of the
+    lines' events)."""
     if actor.company_id is None and order.company_id is not None:
         await _adopt_platform_order(conn, order, now)
     zero = amount_is_zero(cmd.amount_total)
@@ -230,7 +230,7 @@ async def apply_confirmed(
             if cmd.lines[0].attendees
             else await _visible(conn, actor, cmd.lines[0].event_id)
         )
-    effect = Effect(order=order)
+    effect = Effect()
     for line in cmd.lines:
         if not line.attendees:
             continue
@@ -314,17 +314,17 @@ async def _lock_order_rows(
     return events, tickets, regs
 
 
-async def apply_paid(conn: Connection, actor: Actor, order_id: UUID, now: datetime) -> Effect:
-    """The forward-only heal of the order's unpaid rows, and the booths' paid latch (the
-    order: the actor's company's, or the one order of this id)."""
-    order = await order_of_id(conn, actor, order_id)
+async def apply_paid(conn: Connection, actor: Actor, order: OrderKey, now: datetime) -> Effect:
+    """The forward-only heal of the order's unpaid rows, and the booths' paid latch
+    (`order`: the one `inbox.deliver` decided)."""
+    order_id = order.order_id
     before = await conn.fetchval(_ORDER_BEFORE, order.company_id, order_id)
     await conn.execute(_ORDER_PAID, order.company_id, order_id, now)
     liftable: tuple[str, ...] = ("draft", "open", "done")
     if before in ("cancel", None):  # the order's last word was its cancellation
         liftable += ("cancel",)
     events, tickets, regs = await _lock_order_rows(conn, actor, order)
-    effect = Effect(order=order)
+    effect = Effect()
     for reg in regs:
         if reg["sale_status"] != "to_pay":
             continue
@@ -359,13 +359,13 @@ async def apply_paid(conn: Connection, actor: Actor, order_id: UUID, now: dateti
     return effect
 
 
-async def apply_cancelled(conn: Connection, actor: Actor, order_id: UUID, now: datetime) -> Effect:
-    """Every registration of the order to `cancel`, its sale status kept (the order: the
-    actor's company's, or the one order of this id)."""
-    order = await order_of_id(conn, actor, order_id)
+async def apply_cancelled(conn: Connection, actor: Actor, order: OrderKey, now: datetime) -> Effect:
+    """Every registration of the order to `cancel`, its sale status kept (`order`: the one
+    `inbox.deliver` decided)."""
+    order_id = order.order_id
     await conn.execute(_ORDER_CANCELLED, order.company_id, order_id, now)
     events, tickets, regs = await _lock_order_rows(conn, actor, order)
-    effect = Effect(order=order)
+    effect = Effect()
     for reg in regs:
         if reg["state"] == "cancel":
             continue
