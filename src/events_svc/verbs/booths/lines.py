@@ -23,10 +23,13 @@ from uuid import UUID
 from events_svc import errors
 from events_svc.db import Connection, affected
 
-# EBS-4: the line's first booking claims it for its event; a later one compares
+# EBS-4: the line's first booking claims it for its event; a later one compares. Every
+# unique key of the table arbitrates (no conflict target): two bookings of the same line
+# and event racing collide on the pkey and on (line, event) at once, and a single arbiter
+# would let the second key's violation through
 _CLAIM_LINE = """
 INSERT INTO event.booth_order_lines (company_id, order_line_id, event_id, order_id, created_at)
-VALUES ($1, $2, $3, $4, $5) ON CONFLICT ON CONSTRAINT booth_order_lines_pkey DO NOTHING
+VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING
 """
 _LINE_EVENT = """
 SELECT event_id FROM event.booth_order_lines
