@@ -5,6 +5,7 @@ serve [--workers N]        start PostgreSQL (embedded unless EVENTS_DATABASE_URL
 migrate                    apply pending migrations and exit
 token create|list|revoke   manage bearer API tokens
 scheduler run-once         one mail, lead and import pass now (--sweep: the done sweep too)
+outbox drain --once        send what the outbox holds now (SMTP, sms gateway), then exit
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from events_svc import errors, migrate
 from events_svc.adapters.standalone import standalone_ports
 from events_svc.app import create_app
 from events_svc.db import create_pool
+from events_svc.drainer import Drainer, DrainOptions
 from events_svc.embedded import EmbeddedError, EmbeddedPostgres, running_url
 from events_svc.observability import JsonFormatter
 from events_svc.scheduler import pass_options
@@ -100,6 +102,8 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     try:
         applied = asyncio.run(_apply(url, settings))
         print(f"events-svc: migrations applied: {len(applied)}", flush=True)
+        for line in delivery_notice(settings):
+            print(f"events-svc: {line}", flush=True)
         if workers > 1:
             # each worker process builds its own app from the environment (same database,
             # and the address it really listens on: the console cookie's default follows it)
@@ -211,6 +215,53 @@ def cmd_scheduler(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def delivery_notice(settings: Settings) -> list[str]:
+    """What `serve` says once at startup about the outbox: held channels, and how to turn
+    their delivery on."""
+    lines = []
+    if settings.smtp is None:
+        lines.append(
+            "mail is held in the outbox (delivery_state queued): set EVENTS_SMTP_URL and "
+            "EVENTS_MAIL_FROM to send it"
+        )
+    if not settings.sms_gateway_url:
+        lines.append(
+            "sms is held in the outbox (delivery_state queued): set EVENTS_SMS_GATEWAY_URL "
+            "and EVENTS_SMS_GATEWAY_SECRET to send it"
+        )
+    if (settings.smtp is not None or settings.sms_gateway_url) and not settings.scheduler_enabled:
+        lines.append(
+            "EVENT_SCHEDULER_ENABLED=false: this process sends nothing from the outbox "
+            "(another process, or `events-svc outbox drain --once`, must)"
+        )
+    return lines
+
+
+def cmd_outbox(settings: Settings, args: argparse.Namespace) -> int:
+    """`outbox drain --once`: claim and send every due message now, then print the summary
+    as JSON (exit 1 when no transport is configured)."""
+    ports = standalone_ports(settings=settings)
+    if not ports.transports:
+        print(
+            "events-svc: nothing can be sent: set EVENTS_SMTP_URL (and EVENTS_MAIL_FROM) or "
+            "EVENTS_SMS_GATEWAY_URL",
+            file=sys.stderr,
+        )
+        return 1
+
+    async def drain(pool: Any) -> dict[str, Any]:
+        drainer = Drainer(
+            lambda: pool, ports.transports, DrainOptions.from_settings(settings), _now
+        )
+        try:
+            return (await drainer.drain()).as_dict()
+        finally:
+            await drainer.close()
+
+    print(json.dumps(_with_pool(settings, drain), sort_keys=True))
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="events-svc", description="Event registration service")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -239,6 +290,12 @@ def _parser() -> argparse.ArgumentParser:
     runs = scheduler.add_subparsers(dest="action", required=True)
     once = runs.add_parser("run-once", help="one pass now; prints its summary as JSON")
     once.add_argument("--sweep", action="store_true", help="also run the done sweep")
+    outbox = sub.add_parser("outbox", help="the outbox's delivery, by hand")
+    outbox_actions = outbox.add_subparsers(dest="action", required=True)
+    drain = outbox_actions.add_parser("drain", help="send what is due now")
+    drain.add_argument(
+        "--once", action="store_true", required=True, help="drain what is due now, then exit"
+    )
     return parser
 
 
@@ -258,6 +315,7 @@ def main(argv: list[str] | None = None) -> int:
         "migrate": cmd_migrate,
         "token": cmd_token,
         "scheduler": cmd_scheduler,
+        "outbox": cmd_outbox,
     }
     try:
         return commands[args.command](settings, args)

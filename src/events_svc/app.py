@@ -28,6 +28,7 @@ from events_svc.bodylimit import BodyLimit
 from events_svc.capabilities import CapabilityCodec
 from events_svc.console import PREFIX as CONSOLE_PREFIX
 from events_svc.console import console_app
+from events_svc.drainer import WAKE_CHANNEL, DeliveryLoop, Drainer, DrainOptions
 from events_svc.links import BASE_PATH
 from events_svc.models import ADMIN_ERRORS, PUBLIC_ERRORS, error_responses
 from events_svc.observability import CrashGuard, JsonFormatter, PoolCollector, RequestObserver
@@ -200,9 +201,23 @@ async def service_lifespan(ctx: ServiceContext) -> AsyncIterator[None]:
         log.warning(
             "EVENT_CAPABILITY_SECRET is not set: capability links cannot be minted or opened"
         )
-    loop = None
+    loop = delivery = None
     if ctx.settings.scheduler_enabled:
-        loop = SchedulerLoop(ctx.db, ctx.ports, ctx.settings, ctx.clock, metrics=ctx.metrics)
+        if ctx.ports.transports:  # the outbox drainer, woken through the scheduler's LISTEN
+            drainer = Drainer(
+                ctx.db,
+                ctx.ports.transports,
+                DrainOptions.from_settings(ctx.settings),
+                ctx.clock,
+                ctx.metrics,
+            )
+            delivery = DeliveryLoop(drainer)
+            ctx.delivery = delivery
+            delivery.start()
+        wakes = {WAKE_CHANNEL: delivery.notify} if delivery is not None else {}
+        loop = SchedulerLoop(
+            ctx.db, ctx.ports, ctx.settings, ctx.clock, metrics=ctx.metrics, also_listen=wakes
+        )
         ctx.scheduler = loop
         loop.start()
     try:
@@ -210,6 +225,8 @@ async def service_lifespan(ctx: ServiceContext) -> AsyncIterator[None]:
     finally:
         if loop is not None:
             await loop.stop()  # the batch in hand commits first
+        if delivery is not None:
+            await delivery.stop()  # the batch in hand is recorded first
         if owned and ctx.pool is not None:
             await ctx.pool.close()
             ctx.pool = None

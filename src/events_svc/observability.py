@@ -92,6 +92,19 @@ class Metrics:
             registry=r,
         )
 
+        self.delivery_attempts = Counter(
+            "events_delivery_attempts_total",
+            "Outbox send attempts by channel and result (sent or the error kind)",
+            ["channel", "result"],
+            registry=r,
+        )
+        self.outbox = Gauge(
+            "events_outbox_messages",
+            "Outbox messages by channel and delivery state (read at scrape time)",
+            ["channel", "state"],
+            registry=r,
+        )
+
     def observe_pass(self, summary: Any) -> None:
         self.passes.inc()
         self.mails.inc(summary.sent)

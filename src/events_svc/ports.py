@@ -82,19 +82,37 @@ class RenderRequest:
 
 @dataclass(frozen=True)
 class Rendered:
+    """One recipient's text; `attach_tickets` when the template sends the attendee's
+    tickets PDF with the mail (`tickets_reference`)."""
+
     subject: str
     body: str
+    attach_tickets: bool = False
 
 
 @dataclass(frozen=True)
 class Attachment:
     """A file a message carries: an `.ics` calendar of the trigger dispatcher, whose
     `content_type` is `text/calendar; method=REQUEST` (or `CANCEL`) and `content` the
-    calendar text."""
+    calendar text; or (`kind` `tickets_pdf`) a reference to a registration's tickets,
+    rendered when the message is sent, never stored."""
 
     filename: str
     content_type: str
-    content: str
+    content: str | None = None
+    kind: str = "file"
+    registration_id: UUID | None = None
+
+
+def attachments_of(text: Rendered, registration_id: UUID) -> tuple[Attachment, ...]:
+    """The files a rendered mail carries by its template: the attendee's tickets, as a
+    reference the transport renders when it sends (the outbox never holds the PDF)."""
+    if not text.attach_tickets:
+        return ()
+    reference = Attachment(
+        "tickets.pdf", "application/pdf", kind="tickets_pdf", registration_id=registration_id
+    )
+    return (reference,)
 
 
 @dataclass(frozen=True)
@@ -292,12 +310,97 @@ class RefusingLeadSink:
         raise LeadRefused("lead_sink_not_composed")
 
 
+# --- delivery: what the drainer hands the standalone transports -----------------------------
+
+
+class DeliveryErrorKind(StrEnum):
+    """Why one attempt to send an outbox message failed (its `last_error.kind`)."""
+
+    CONNECTION = "connection"  # refused, dropped before the answer, TLS or AUTH refused
+    TIMEOUT = "timeout"  # the relay (or gateway) did not answer in time
+    TEMPORARY = "temporary"  # a 4xx SMTP reply; HTTP 429 or 5xx
+    PERMANENT = "permanent"  # a 5xx SMTP reply; any other HTTP 4xx
+    EXPIRED = "expired"  # temporary failures for 48 h after the message was written
+    RENDER = "render"  # the message cannot be built (an attachment's source is gone)
+
+
+@dataclass(frozen=True)
+class DeliveryFailure:
+    """One failed attempt. `detail` never holds an address or a body. `relay_down` says
+    the relay itself failed (the connection, TLS, AUTH, a dropped or stalled session), not
+    this message: the drainer then stops sending the rest of its batch, which waits with
+    the same failure instead of hammering a broken relay."""
+
+    kind: DeliveryErrorKind
+    code: int | None = None
+    detail: str = ""
+    relay_down: bool = False
+
+
+@dataclass(frozen=True)
+class QueuedMessage:
+    """An outbox row claimed for sending. `attachments` are the stored entries: files
+    (`{filename, content_type, content}`) or references (`{kind: "tickets_pdf",
+    registration_id, filename, content_type}`) rendered when the message is built."""
+
+    id: UUID
+    channel: str
+    message_id: str
+    recipient: str
+    sender: str
+    reply_to: str
+    subject: str
+    body: str
+    attachments: tuple[dict[str, Any], ...]
+    event_id: UUID | None
+    registration_id: UUID | None
+
+
+class Transport(Protocol):
+    """Sends the outbox messages of one channel (`mail`, `sms`); the drainer calls `send`
+    outside any transaction, concurrently, and records its answer."""
+
+    channel: str
+    sessions: int  # how many messages it sends at once
+
+    async def send(self, message: QueuedMessage) -> DeliveryFailure | None:
+        """None when the relay (or gateway) accepted the message; else why not. Never
+        raises for a refusal, a timeout or a lost connection."""
+        ...
+
+    async def close(self) -> None:
+        """Close the sessions it keeps."""
+        ...
+
+
+class AttachmentUnavailable(Exception):
+    """An attachment's source cannot be rendered (a `render` failure of the message); the
+    message is a safe reason (never attendee data)."""
+
+
+class TicketsPdf(Protocol):
+    async def tickets_pdf(self, registration_id: UUID) -> bytes:
+        """The registration's tickets as a PDF, rendered now; raise AttachmentUnavailable
+        when there is none to render."""
+        ...
+
+
+class RefusingTicketsPdf:
+    """No tickets renderer is composed: a message that references tickets cannot be built
+    (`render`), visibly, instead of leaving without them."""
+
+    async def tickets_pdf(self, registration_id: UUID) -> bytes:
+        raise AttachmentUnavailable("no tickets renderer is composed")
+
+
 @dataclass(frozen=True)
 class Ports:
-    """The bundle of host ports handed to `create_app`."""
+    """The bundle of host ports handed to `create_app`. `transports` are the senders of
+    the standalone outbox (none: messages are held in it)."""
 
     partner_directory: PartnerDirectory = field(default_factory=RefusingPartnerDirectory)
     template_renderer: TemplateRenderer = field(default_factory=RefusingTemplateRenderer)
     mail_queue: MailQueue = field(default_factory=RefusingMailQueue)
     lead_sink: LeadSink = field(default_factory=RefusingLeadSink)
     sms_queue: SmsQueue = field(default_factory=RefusingSmsQueue)
+    transports: tuple[Transport, ...] = ()

@@ -16,7 +16,9 @@ longer each time (seconds, doubling); a lost LISTEN connection is retried the sa
 way. Each kind of failure is logged when it starts and when it clears.
 
 LISTEN runs on a connection of its own (outside the pool) when the database URL is
-known; a host that hands in only a pool lends one pooled connection to it.
+known; a host that hands in only a pool lends one pooled connection to it. The same
+connection listens for the other loops of the lifespan (`also_listen`: the outbox
+drainer's `event_outbox_due`).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ import asyncpg
 
 from events_svc.capabilities import CapabilityCodec
 from events_svc.db import Pool
-from events_svc.diagnostics import error_fields
+from events_svc.diagnostics import doubling, error_fields
 from events_svc.links import AttendeeLinks
 from events_svc.observability import Metrics
 from events_svc.ports import Ports
@@ -50,11 +52,6 @@ FAILED_PASS_FIRST_S = 5.0  # a failed pass: wait 5 s, doubling up to 5 minutes
 FAILED_PASS_MAX_S = 300.0
 BLOCKED_FIRST_S = 1.0  # due work that could not be taken: 1 s, doubling up to 1 minute
 BLOCKED_MAX_S = 60.0
-
-
-def doubling(first: float, ceiling: float, streak: int) -> float:
-    """first, 2*first, 4*first, ... for a streak of 1, 2, 3, ..., never above ceiling."""
-    return float(min(first * (1 << min(max(streak - 1, 0), 30)), ceiling))
 
 
 def attendee_links(settings: Settings) -> AttendeeLinks:
@@ -89,8 +86,11 @@ class SchedulerLoop:
         settings: Settings,
         clock: Callable[[], datetime],
         metrics: Metrics | None = None,
+        also_listen: dict[str, Callable[..., None]] | None = None,
     ) -> None:
         self.pool, self.ports, self.settings, self.clock = pool, ports, settings, clock
+        # other loops woken through this loop's LISTEN connection (the outbox drainer)
+        self.also_listen = dict(also_listen or {})
         self.metrics = metrics
         self.wake = asyncio.Event()
         self.stopping = asyncio.Event()
@@ -257,6 +257,10 @@ class SchedulerLoop:
             listener = await self._listener(stack)
             await listener.add_listener(CHANNEL, self._notified)
             stack.push_async_callback(listener.remove_listener, CHANNEL, self._notified)
+            for channel, callback in self.also_listen.items():
+                await listener.add_listener(channel, callback)
+                stack.push_async_callback(listener.remove_listener, channel, callback)
+                callback()  # what was written while nobody listened is looked at now
             if self.lost:
                 log.info("scheduler loop reconnected", extra={"fields": {"attempts": self.lost}})
                 self.lost = 0

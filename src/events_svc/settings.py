@@ -7,11 +7,15 @@ variable, and the CLI turns that into one clear line and a non-zero exit.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import ipaddress
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from email.utils import parseaddr
 from pathlib import Path
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 _TRUE = {"1", "true", "yes", "on", "y", "t"}
 _FALSE = {"0", "false", "no", "off", "n", "f", ""}
@@ -130,6 +134,97 @@ def _storage(env: Mapping[str, str], name: str) -> str:
 
 
 @dataclass(frozen=True)
+class SmtpRelay:
+    """The relay of `EVENTS_SMTP_URL`: `smtp://` (STARTTLS when offered, or required with
+    `?starttls=require`) or `smtps://` (implicit TLS); AUTH when it holds credentials."""
+
+    host: str
+    port: int
+    implicit_tls: bool = False
+    require_starttls: bool = False
+    username: str = ""
+    password: str = field(default="", repr=False)
+
+
+_SMTP_SHAPE = "must be smtp://[user:password@]host[:port][?starttls=require] or smtps://..."
+
+
+def _smtp(env: Mapping[str, str], name: str) -> SmtpRelay | None:
+    """The relay, or None (mail is held in the outbox). The URL may hold a password:
+    an error names the variable and the rule, never the value."""
+    raw = env.get(name, "").strip()
+    if not raw:
+        return None
+    try:
+        url = urlsplit(raw)
+        port = url.port
+    except ValueError:
+        raise SettingsError(f"{name} {_SMTP_SHAPE}") from None
+    if url.scheme not in {"smtp", "smtps"} or not url.hostname or url.path not in {"", "/"}:
+        raise SettingsError(f"{name} {_SMTP_SHAPE}")
+    options = dict(parse_qsl(url.query, keep_blank_values=True))
+    starttls = options.pop("starttls", "auto")
+    if options or starttls not in {"auto", "require"}:
+        raise SettingsError(f"{name} accepts one option, starttls=require")
+    if url.scheme == "smtps" and starttls == "require":
+        raise SettingsError(f"{name}: smtps:// is TLS from the start; starttls applies to smtp://")
+    implicit = url.scheme == "smtps"
+    return SmtpRelay(
+        host=url.hostname,
+        port=port or (465 if implicit else 25),
+        implicit_tls=implicit,
+        require_starttls=starttls == "require",
+        username=unquote(url.username or ""),
+        password=unquote(url.password or ""),
+    )
+
+
+def _mail_from(env: Mapping[str, str], name: str, required: bool) -> str:
+    """The From of every mail (`Name <addr>` or `addr`); required with a relay."""
+    value = env.get(name, "").strip()
+    if not value:
+        if required:
+            raise SettingsError(f"{name} must be set when EVENTS_SMTP_URL is set")
+        return ""
+    _, addr = parseaddr(value)
+    local, _, domain = addr.rpartition("@")
+    if not local or "." not in domain or any(c.isspace() for c in addr) or "\n" in value:
+        raise SettingsError(f"{name}={value!r} is not a sender like 'Events <events@example.org>'")
+    return value
+
+
+def _file(env: Mapping[str, str], name: str) -> Path | None:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return None
+    path = Path(raw)
+    if not path.is_file():
+        raise SettingsError(f"{name}={raw!r} is not a readable file")
+    return path
+
+
+def _gateway(env: Mapping[str, str], url_name: str, secret_name: str) -> tuple[str, str]:
+    """The sms gateway's URL (absolute http(s), or empty: sms held in the outbox) and its
+    signing secret in the `whsec_` form (base64 of 16+ bytes; never echoed)."""
+    url = env.get(url_name, "").strip()
+    secret = env.get(secret_name, "").strip()
+    if not url:
+        return "", secret
+    if not url.startswith(("http://", "https://")) or any(c.isspace() for c in url):
+        raise SettingsError(f"{url_name} must be an absolute http(s) URL")
+    try:
+        key = base64.b64decode(secret.removeprefix("whsec_"), validate=True)
+    except (binascii.Error, ValueError):
+        key = b""
+    if not secret.startswith("whsec_") or len(key) < 16:
+        raise SettingsError(
+            f"{secret_name} must be whsec_ followed by the base64 of 16+ random bytes "
+            f"when {url_name} is set"
+        )
+    return url, secret
+
+
+@dataclass(frozen=True)
 class Settings:
     """Every knob of the service; see the configuration table in README.md."""
 
@@ -177,6 +272,16 @@ class Settings:
     # None: Secure unless the service listens on loopback (`console_cookie_secure`)
     console_secure_cookie: bool | None = None
     register_batch_max: int = 64
+    smtp: SmtpRelay | None = None
+    mail_from: str = ""
+    smtp_ca_file: Path | None = None
+    smtp_rate: int = 20  # messages per second; 0: no limit
+    smtp_concurrency: int = 4
+    smtp_timeout_s: int = 30
+    sms_gateway_url: str = ""
+    sms_gateway_secret: str = field(default="", repr=False)
+    delivery_batch: int = 100
+    delivery_lease_s: int = 300
 
     @property
     def console_cookie_secure(self) -> bool:
@@ -202,6 +307,10 @@ class Settings:
         if level not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
             raise SettingsError(f"EVENTS_LOG_LEVEL={level!r} is not DEBUG/INFO/WARNING/ERROR")
         migrations = e.get("EVENTS_MIGRATIONS_DIR", "").strip()
+        relay = _smtp(e, "EVENTS_SMTP_URL")
+        gateway_url, gateway_secret = _gateway(
+            e, "EVENTS_SMS_GATEWAY_URL", "EVENTS_SMS_GATEWAY_SECRET"
+        )
         webhook_url, webhook_secret = _webhook(
             e, "EVENT_LEAD_WEBHOOK_URL", "EVENT_LEAD_WEBHOOK_SECRET"
         )
@@ -253,4 +362,14 @@ class Settings:
                 else None
             ),
             register_batch_max=_int(e, "EVENTS_REGISTER_BATCH_MAX", 64),
+            smtp=relay,
+            mail_from=_mail_from(e, "EVENTS_MAIL_FROM", required=relay is not None),
+            smtp_ca_file=_file(e, "EVENTS_SMTP_CA_FILE"),
+            smtp_rate=_int(e, "EVENTS_SMTP_RATE", 20, minimum=0),
+            smtp_concurrency=_int(e, "EVENTS_SMTP_CONCURRENCY", 4),
+            smtp_timeout_s=_int(e, "EVENTS_SMTP_TIMEOUT_S", 30),
+            sms_gateway_url=gateway_url,
+            sms_gateway_secret=gateway_secret,
+            delivery_batch=_int(e, "EVENTS_DELIVERY_BATCH", 100),
+            delivery_lease_s=_int(e, "EVENTS_DELIVERY_LEASE_S", 300),
         )

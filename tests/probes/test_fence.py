@@ -146,6 +146,8 @@ CASES: dict[str, Call | tuple[Call, ...]] = {
     "PATCH /admin/templates/{template_id}": Call(body={"name": "Mine"}),
     "DELETE /admin/templates/{template_id}": Call(),
     "GET /admin/outbox": Call(params={"event_id": "{event}"}, expect="list"),
+    "GET /admin/outbox/summary": Call(params={"event_id": "{event}"}),
+    "POST /admin/outbox/{message_id}/retry": Call(),  # B's failed message stays failed
     # sale seam: an order id is the company's own; another company's is an unknown order
     "POST /admin/seam/orders/paid": Call(body={"order_id": "{order}"}, expect="same"),
     "POST /admin/seam/orders/cancelled": Call(body={"order_id": "{order}"}, expect="same"),
@@ -305,6 +307,7 @@ PARAM_KIND = {
     "operation_id": "operation",
     "question_id": "question",
     "type_id": "type",
+    "message_id": "outbox",
 }
 
 
@@ -438,8 +441,18 @@ async def build(b: httpx.AsyncClient, api: Api) -> dict[str, str]:
             uuid.UUID(rule["id"]),
             uuid.UUID(event["id"]),
         )
+    async with api.pool.acquire() as conn:  # a message of B's that failed (retry would take it)
+        outbox = await conn.fetchval(
+            "INSERT INTO event.outbox_messages (channel, recipient, sender, subject, body,"
+            " event_id, delivery_state, attempts, last_error)"
+            " VALUES ('mail', 'bea@example.org', 'b@example.org', 'S', 'B', $1, 'failed', 1,"
+            ' \'{"kind": "permanent", "code": 550, "detail": "550 no"}\')'
+            " RETURNING id",
+            uuid.UUID(event["id"]),
+        )
     return {
         "event": event["id"],
+        "outbox": str(outbox),
         "slotted": slotted["id"],
         "ticket": ticket["id"],
         "slot": slot["id"],
@@ -491,6 +504,7 @@ SNAPSHOT_TABLES = (
     "attendance_imports",
     "event_operations",
     "sale_orders",
+    "outbox_messages",
 )
 
 

@@ -13,30 +13,36 @@ transaction, so a receipt and its queued message commit (or vanish) together.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections import OrderedDict
 from dataclasses import dataclass
+from email.utils import parseaddr
 from typing import Any
-from uuid import UUID
+from uuid import UUID, uuid4
 
 import jinja2
 
 from events_svc import templating
 from events_svc.adapters.lead_webhook import lead_sink_from
+from events_svc.adapters.sms_gateway import SmsGatewayTransport
+from events_svc.adapters.smtp import SmtpTransport
 from events_svc.ports import (
+    Attachment,
     MailErrorKind,
     MailRefused,
     OutgoingMessage,
     OutgoingSms,
     Ports,
+    RefusingTicketsPdf,
     Rendered,
     RenderRequest,
+    TicketsPdf,
+    Transport,
 )
 from events_svc.settings import Settings
 
 _TEMPLATE = """
-SELECT subject, body, revision FROM event.message_templates
+SELECT subject, body, revision, attach_tickets FROM event.message_templates
 WHERE id = $1 AND kind = $2::event.template_kind
 """
 _REVISION = """
@@ -46,13 +52,14 @@ _KIND = "SELECT kind::text FROM event.message_templates WHERE id = $1"
 _COMPANY = "SELECT company_id FROM event.message_templates WHERE id = $1"
 _OUTBOX = """
 INSERT INTO event.outbox_messages (channel, recipient, sender, subject, body, event_id,
-    registration_id, scheduler_id, attachments, trigger_id)
+    registration_id, scheduler_id, attachments, trigger_id, message_id, reply_to)
 SELECT channel, recipient, sender, subject, body, event_id, registration_id, scheduler_id,
-    attachments::jsonb, trigger_id
+    attachments::jsonb, trigger_id, message_id, reply_to
 FROM unnest($1::event.notification_channel[], $2::text[], $3::text[], $4::text[],
-    $5::text[], $6::uuid[], $7::uuid[], $8::uuid[], $9::text[], $10::uuid[])
+    $5::text[], $6::uuid[], $7::uuid[], $8::uuid[], $9::text[], $10::uuid[], $11::text[],
+    $12::text[])
     AS m(channel, recipient, sender, subject, body, event_id, registration_id, scheduler_id,
-        attachments, trigger_id)
+        attachments, trigger_id, message_id, reply_to)
 """
 _CACHE_SIZE = 64  # compiled templates kept (the least recently used goes first)
 
@@ -67,15 +74,16 @@ class _Compiled:
     subject: jinja2.Template | None = None
     body: jinja2.Template | None = None
     failure: str | None = None
+    attach_tickets: bool = False
 
 
-def _compile(revision: int, subject: str, body: str) -> _Compiled:
+def _compile(revision: int, subject: str, body: str, attach_tickets: bool) -> _Compiled:
     """Both texts compiled (in a template worker thread: `templating.off_loop`)."""
     try:
         compiled = (templating.compile_template(subject), templating.compile_template(body))
     except templating.RenderFailed as exc:  # stored before the checks (or limits) were
         return _Compiled(revision, failure=str(exc))
-    return _Compiled(revision, *compiled)
+    return _Compiled(revision, *compiled, attach_tickets=attach_tickets)
 
 
 class StoreRenderer:
@@ -105,7 +113,9 @@ class StoreRenderer:
         if row is None:
             self._cache.pop(key, None)
             return None
-        entry = await templating.off_loop(_compile, row["revision"], row["subject"], row["body"])
+        entry = await templating.off_loop(
+            _compile, row["revision"], row["subject"], row["body"], row["attach_tickets"]
+        )
         return self._keep(key, entry)
 
     async def _current(self, conn: Any, key: Key) -> _Compiled | None:
@@ -138,7 +148,8 @@ class StoreRenderer:
             texts = await templating.render_pairs(entry.subject, entry.body, request.contexts)
         except templating.RenderFailed as exc:
             raise MailRefused(MailErrorKind.RENDER_FAILED, str(exc)) from None
-        return [Rendered(subject=s, body=b) for s, b in texts]
+        attach = entry.attach_tickets
+        return [Rendered(subject=s, body=b, attach_tickets=attach) for s, b in texts]
 
     async def template_kind(self, conn: Any, template_ref: UUID) -> str | None:
         kind: str | None = await conn.fetchval(_KIND, template_ref)
@@ -150,17 +161,47 @@ class StoreRenderer:
         return company
 
 
+def message_id_domain(mail_from: str) -> str:
+    """The right-hand side of the Message-IDs we mint: the sender's domain."""
+    domain = parseaddr(mail_from)[1].rpartition("@")[2].strip().lower()
+    return domain or "events-svc"
+
+
 class OutboxQueue:
     """Queues into event.outbox_messages inside the caller's transaction.
 
     Messages of a batch are held per transaction and written by `flush` in one
     statement, before the batch's receipts, in the same transaction. A message's
-    attachments are stored as a jsonb list of {filename, content_type, content}; a
-    trigger's message carries its `trigger_id` (unique in the outbox).
+    attachments are stored as a jsonb list of {filename, content_type, content} (files)
+    or {kind: "tickets_pdf", registration_id, ...} (references, rendered when sent); a
+    trigger's message carries its `trigger_id` (unique in the outbox). Each row gets its
+    RFC 5322 `Message-ID` here, once. With `mail_from` (`EVENTS_MAIL_FROM`) a mail's
+    `sender` is that address, and the organiser it was written for becomes `reply_to`.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, mail_from: str = "", domain: str = "events-svc") -> None:
         self._held: dict[int, list[OutgoingMessage]] = {}
+        self.mail_from = mail_from
+        self.domain = domain
+
+    def _row(self, m: OutgoingMessage) -> tuple[Any, ...]:
+        sender, reply_to = m.sender, ""
+        if m.channel == "mail" and self.mail_from and m.sender != self.mail_from:
+            sender, reply_to = self.mail_from, m.sender
+        return (
+            m.channel,
+            m.recipient,
+            sender,
+            m.subject,
+            m.body,
+            m.event_id,
+            m.registration_id,
+            m.scheduler_id,
+            json.dumps([_stored(a) for a in m.attachments]),
+            m.trigger_id,
+            f"<{uuid4()}@{self.domain}>",
+            reply_to,
+        )
 
     async def enqueue(self, conn: Any, message: OutgoingMessage) -> None:
         self._held.setdefault(id(conn), []).append(message)
@@ -168,24 +209,25 @@ class OutboxQueue:
     async def flush(self, conn: Any) -> None:
         held = self._held.pop(id(conn), [])
         if held:
-            rows = [
-                (
-                    m.channel,
-                    m.recipient,
-                    m.sender,
-                    m.subject,
-                    m.body,
-                    m.event_id,
-                    m.registration_id,
-                    m.scheduler_id,
-                    # the attachments as a jsonb list of {filename, content_type, content}
-                    json.dumps([dataclasses.asdict(a) for a in m.attachments]),
-                    m.trigger_id,
-                )
-                for m in held
-            ]
+            rows = [self._row(m) for m in held]
             columns = zip(*rows, strict=True)
             await conn.execute(_OUTBOX, *(list(c) for c in columns))
+
+
+def _stored(attachment: Attachment) -> dict[str, Any]:
+    """An attachment as the outbox keeps it: a file with its content, or a reference."""
+    if attachment.kind == "file":
+        return {
+            "filename": attachment.filename,
+            "content_type": attachment.content_type,
+            "content": attachment.content,
+        }
+    return {
+        "kind": attachment.kind,
+        "registration_id": str(attachment.registration_id),
+        "filename": attachment.filename,
+        "content_type": attachment.content_type,
+    }
 
 
 class OutboxSmsQueue:
@@ -193,8 +235,8 @@ class OutboxSmsQueue:
     recipient, the body text as the body) inside the caller's transaction, like
     `OutboxQueue` (one statement per batch, written by `flush`)."""
 
-    def __init__(self) -> None:
-        self._outbox = OutboxQueue()
+    def __init__(self, domain: str = "events-svc") -> None:
+        self._outbox = OutboxQueue(domain=domain)
 
     async def enqueue(self, conn: Any, message: OutgoingSms) -> None:
         as_row = OutgoingMessage(
@@ -213,15 +255,53 @@ class OutboxSmsQueue:
         await self._outbox.flush(conn)
 
 
-def standalone_ports(base: Ports | None = None, settings: Settings | None = None) -> Ports:
+def transports_from(settings: Settings, tickets: TicketsPdf) -> tuple[Transport, ...]:
+    """The outbox's senders this deployment has: SMTP when `EVENTS_SMTP_URL` is set, the
+    sms gateway when `EVENTS_SMS_GATEWAY_URL` is; none of them: messages are held."""
+    found: list[Transport] = []
+    if settings.smtp is not None:
+        found.append(
+            SmtpTransport(
+                settings.smtp,
+                settings.mail_from,
+                tickets,
+                ca_file=settings.smtp_ca_file,
+                timeout_s=settings.smtp_timeout_s,
+                sessions=settings.smtp_concurrency,
+            )
+        )
+    if settings.sms_gateway_url:
+        found.append(
+            SmsGatewayTransport(
+                settings.sms_gateway_url,
+                settings.sms_gateway_secret,
+                sessions=settings.smtp_concurrency,
+            )
+        )
+    return tuple(found)
+
+
+def standalone_ports(
+    base: Ports | None = None,
+    settings: Settings | None = None,
+    tickets: TicketsPdf | None = None,
+) -> Ports:
     """The standalone composition: store renderer and outbox queue (partner directory kept);
     with `settings`, the lead webhook when `EVENT_LEAD_WEBHOOK_URL` is set (else the base's
-    lead sink, by default the refusing one)."""
+    lead sink, by default the refusing one) and the outbox's transports (`tickets` renders
+    the tickets PDFs that mails reference; by default none can be)."""
     keep = base or Ports()
+    mail_from = settings.mail_from if settings is not None else ""
+    domain = message_id_domain(mail_from or (settings.mail_sender if settings else ""))
     return Ports(
         partner_directory=keep.partner_directory,
         template_renderer=StoreRenderer(),
-        mail_queue=OutboxQueue(),
-        sms_queue=OutboxSmsQueue(),
+        mail_queue=OutboxQueue(mail_from, domain),
+        sms_queue=OutboxSmsQueue(domain),
         lead_sink=lead_sink_from(settings) if settings is not None else keep.lead_sink,
+        transports=(
+            transports_from(settings, tickets or RefusingTicketsPdf())
+            if settings is not None
+            else keep.transports
+        ),
     )

@@ -162,6 +162,13 @@ class DeliveryKeyConflict(Conflict):
     code = "delivery_key_conflict"
 
 
+class OutboxMessageNotRetryable(Conflict):
+    """Only a failed or retrying message can be retried (a queued, sending or sent one is
+    already on its way, or gone)."""
+
+    code = "outbox_message_not_retryable"
+
+
 class IdempotencyKeyConflict(Conflict):
     """This Idempotency-Key was already used for another command (another verb, object or
     body)."""

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from pydantic import Field
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
 from events_svc.models.base import (
+    Bool,
     Channel,
     Command,
     IntervalKind,
@@ -94,12 +95,14 @@ class TemplateCreate(Command):
     name: Name
     subject: Subject = ""
     body: Body
+    attach_tickets: Bool = False  # mail only: the attendee's tickets PDF goes with the mail
 
 
 class TemplatePatch(Command):
     name: Name | None = None
     subject: Subject | None = None
     body: Body | None = None
+    attach_tickets: Bool | None = None
 
 
 class TemplateView(View):
@@ -112,6 +115,7 @@ class TemplateView(View):
     name: str
     subject: str
     body: str
+    attach_tickets: bool = False
     company_id: UUID | None = None
     links_unavailable: list[str] = Field(default_factory=list)
     created_at: datetime
@@ -126,10 +130,38 @@ class TemplateDeleted(View):
     trigger_purposes_unmapped: list[str]  # the dispatcher's purposes that mapped to it
 
 
+DeliveryState = Literal["queued", "sending", "sent", "retrying", "failed"]
+DeliveryErrorKind = Literal["connection", "timeout", "temporary", "permanent", "expired", "render"]
+
+
 class Attachment(View):
+    """A file the message carries, or a reference rendered when it is sent (`kind`
+    `tickets_pdf` with its `registration_id`; `content` is then always null)."""
+
     filename: str
     content_type: str
     content: str | None
+    kind: Literal["file", "tickets_pdf"] = "file"
+    registration_id: UUID | None = None
+
+    @model_serializer(mode="wrap")
+    def _shape(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """A file answers `{filename, content_type, content}` as it always did; only a
+        reference names its kind and registration."""
+        out: dict[str, Any] = handler(self)
+        if self.kind == "file":
+            out.pop("kind", None)
+            out.pop("registration_id", None)
+        return out
+
+
+class DeliveryError(View):
+    """Why the last attempt failed: `code` is the SMTP or HTTP status (or null); `detail`
+    never holds an address or a body."""
+
+    kind: DeliveryErrorKind
+    code: int | None = None
+    detail: str = ""
 
 
 class OutboxMessage(View):
@@ -148,3 +180,19 @@ class OutboxMessage(View):
     scheduler_id: UUID | None
     trigger_id: UUID | None = None
     created_at: datetime
+    delivery_state: DeliveryState
+    attempts: int
+    next_attempt_at: datetime
+    sent_at: datetime | None = None
+    message_id: str
+    last_error: DeliveryError | None = None
+
+
+class OutboxSummary(View):
+    """Messages in each delivery state."""
+
+    queued: int
+    sending: int
+    sent: int
+    retrying: int
+    failed: int

@@ -17,6 +17,7 @@ from events_svc import errors
 from events_svc.actors import Actor
 from events_svc.capabilities import CapabilityCodec
 from events_svc.db import Pool
+from events_svc.drainer import DeliveryLoop
 from events_svc.links import AttendeeLinks
 from events_svc.models import View
 from events_svc.observability import Metrics
@@ -45,6 +46,7 @@ class ServiceContext:
     metrics: Metrics = field(default_factory=Metrics)
     pool: Pool | None = None
     scheduler: SchedulerLoop | None = None  # the lifespan's loop, when this process runs one
+    delivery: DeliveryLoop | None = None  # the outbox drainer, when transports are composed
     _export_slots: asyncio.Semaphore | None = None
 
     @property

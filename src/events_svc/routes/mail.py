@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 from uuid import UUID
 
 from fastapi import APIRouter, Response, status
@@ -15,6 +15,7 @@ from events_svc.models import (
     MailRunView,
     MailView,
     OutboxMessage,
+    OutboxSummary,
     Page,
     RunSummary,
     TemplateCreate,
@@ -154,17 +155,48 @@ async def delete_template(ctx: Ctx, actor: TemplateWrite, template_id: UUID) -> 
     return answer(TemplateDeleted, await templates.delete_template(ctx.db(), actor, template_id))
 
 
+DeliveryStateFilter = Literal["queued", "sending", "sent", "retrying", "failed"]
+ChannelFilter = Literal["mail", "sms"]
+
+
 @router.get("/admin/outbox", response_model=Page[OutboxMessage])
 async def list_outbox(
     ctx: Ctx,
     actor: RegistrationRead,
-    event_id: UUID,
+    event_id: UUID | None = None,
+    delivery_state: DeliveryStateFilter | None = None,
+    channel: ChannelFilter | None = None,
     pii: PiiMode = "masked",
     limit: Limit = None,
     cursor: Cursor = None,
 ) -> Response:
+    """What the standalone adapters queued and how far each message got (without
+    `event_id`: every event the actor sees); recipients masked unless pii=full."""
     full = pii_full(actor, pii)
     page = await outbox.list_outbox(
-        ctx.db(), actor, event_id, pii_full=full, limit=limit, cursor=cursor
+        ctx.db(),
+        actor,
+        event_id,
+        delivery_state=delivery_state,
+        channel=channel,
+        pii_full=full,
+        limit=limit,
+        cursor=cursor,
     )
     return answer(Page[OutboxMessage], page)
+
+
+@router.get("/admin/outbox/summary", response_model=OutboxSummary)
+async def outbox_summary(
+    ctx: Ctx, actor: RegistrationRead, event_id: UUID | None = None
+) -> Response:
+    """Messages in each delivery state, of an event or of every event the actor sees."""
+    return answer(OutboxSummary, await outbox.outbox_summary(ctx.db(), actor, event_id))
+
+
+@router.post("/admin/outbox/{message_id}/retry", response_model=OutboxMessage)
+async def retry_outbox_message(ctx: Ctx, actor: Run, message_id: UUID) -> Response:
+    """A failed or retrying message back in the queue, due now (409
+    `outbox_message_not_retryable` otherwise)."""
+    row = await outbox.retry_message(ctx.db(), actor, message_id, ctx.clock())
+    return answer(OutboxMessage, row)

@@ -12,7 +12,7 @@ from events_svc import errors, migrate
 from events_svc.db import connection
 from events_svc.models import HealthView, ReadyView
 from events_svc.routes.deps import Ctx, answer
-from events_svc.verbs.mail import count_failing_lines, next_due
+from events_svc.verbs.mail import count_failing_lines, next_due, outbox
 
 router = APIRouter(tags=["service"])
 
@@ -56,12 +56,17 @@ router.add_api_route("/readyz", readyz, methods=["HEAD"], include_in_schema=Fals
 
 @router.get("/metrics", response_class=Response, include_in_schema=False)
 async def metrics(ctx: Ctx) -> Response:
-    """Prometheus text format; the scheduler lag and failing lines are read at scrape time."""
+    """Prometheus text format; the scheduler lag, failing lines and the outbox's messages by
+    channel and delivery state are read at scrape time."""
     now = ctx.clock()
     try:
         due = await next_due(ctx.db(), now)
         ctx.metrics.lag.set(max(0.0, (now - due).total_seconds()) if due else 0.0)
         ctx.metrics.lines_failing.set(await count_failing_lines(ctx.db(), now))
+        counts = {(c, s): 0 for c in ("mail", "sms") for s in outbox.DELIVERY_STATES}
+        counts.update({(c, s): n for c, s, n in await outbox.outbox_counts(ctx.db())})
+        for (channel, state), n in counts.items():
+            ctx.metrics.outbox.labels(channel, state).set(n)
     except errors.DomainError:
         pass  # the database is away: the other metrics still answer
     return Response(generate_latest(ctx.metrics.registry), media_type=CONTENT_TYPE_LATEST)

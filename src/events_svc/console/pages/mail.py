@@ -1,24 +1,37 @@
 """Console pages of communication: an event's scheduler lines, and the outbox of what the
 standalone mail and sms adapters queued.
 
-They call the verbs of `routes/mail.py`: `list_mails` (GET /admin/mails?event_id=) and
-`list_outbox` (GET /admin/outbox) in its masked mode only. The console never asks for
-`pii_full`: recipients show masked and subjects, bodies and attachment contents stay
-withheld, because a full read is an audited API call, not a page anyone glances at.
+They call the verbs of `routes/mail.py`: `list_mails` (GET /admin/mails?event_id=),
+`list_outbox` (GET /admin/outbox) in its masked mode only, `outbox_summary` (GET
+/admin/outbox/summary) and `retry_message` (POST /admin/outbox/{id}/retry). The console
+never asks for `pii_full`: recipients show masked and subjects, bodies and attachment
+contents stay withheld, because a full read is an audited API call, not a page anyone
+glances at.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Annotated, Any
 from uuid import UUID
 
 from fastapi import APIRouter, Request
 
+from events_svc import errors
 from events_svc.actors import Actor
 from events_svc.console.choices import event_choices
-from events_svc.console.pages.events import LOOKUP_LIMIT, when
-from events_svc.console.web import FieldError, StudioCtx, needs, page, query_text
+from events_svc.console.pages.events import FORM_REFUSALS, LOOKUP_LIMIT, when
+from events_svc.console.web import (
+    FieldError,
+    Posted,
+    StudioCtx,
+    needs,
+    page,
+    query_text,
+    refusal_errors,
+    see_other,
+)
 from events_svc.verbs.events import records as event_verbs
 from events_svc.verbs.mail import lines, outbox, templates
 
@@ -26,6 +39,7 @@ router = APIRouter()
 
 Read = Annotated[Actor, needs("event:read")]
 RegistrationRead = Annotated[Actor, needs("registration:read")]
+Run = Annotated[Actor, needs("scheduler:run")]
 
 PAGE_SIZE = 25
 MAIL_STATES = {
@@ -96,15 +110,56 @@ async def schedulers(request: Request, ctx: StudioCtx, actor: Read, event_id: UU
     )
 
 
+DELIVERY = {
+    "queued": ("Queued", "info"),
+    "sending": ("Sending", "info"),
+    "sent": ("Sent", "good"),
+    "retrying": ("Retrying", "warn"),
+    "failed": ("Failed", "bad"),
+}
+ERROR_KINDS = {
+    "connection": "The relay could not be reached",
+    "timeout": "The relay did not answer in time",
+    "temporary": "The relay asked to try later",
+    "permanent": "The relay refused the message",
+    "expired": "Gave up after 48 hours of retries",
+    "render": "The message could not be built",
+}
+RETRYABLE = frozenset({"failed", "retrying"})
+
+
 def message_row(message: dict[str, Any]) -> dict[str, Any]:
-    """A queued message as the masked API answers it (no subject, body or contents)."""
+    """A queued message as the masked API answers it (no subject, body or contents), with
+    its delivery state in words."""
+    error = message.get("last_error")
     return {
         "id": message["id"],
         "when": when(message["created_at"]),
         "channel": CHANNELS.get(message["channel"], message["channel"]),
         "recipient": message["recipient"],
+        "state": DELIVERY.get(message["delivery_state"], (message["delivery_state"], "info")),
+        "retryable": message["delivery_state"] in RETRYABLE,
+        "attempts": message["attempts"],
+        "next_attempt": (
+            when(message["next_attempt_at"])
+            if message["next_attempt_at"] and message["delivery_state"] in RETRYABLE
+            else None
+        ),
+        "sent_at": when(message["sent_at"]) if message["sent_at"] else None,
+        "error": (
+            {
+                "kind": error["kind"],
+                "words": ERROR_KINDS.get(error["kind"], error["kind"]),
+                "code": error["code"],
+                "detail": error["detail"],
+            }
+            if error
+            else None
+        ),
         "attachments": [
-            f"{a.get('filename', 'attachment')} ({a.get('content_type', 'unknown type')})"
+            "tickets.pdf (rendered when sent)"
+            if a.get("kind") == "tickets_pdf"
+            else f"{a.get('filename', 'attachment')} ({a.get('content_type', 'unknown type')})"
             for a in message["attachments"]
         ],
         "registration_id": message["registration_id"],
@@ -118,12 +173,28 @@ def message_row(message: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-@router.get("/outbox")
-async def outbox_page(request: Request, ctx: StudioCtx, actor: RegistrationRead) -> Any:
-    """What the standalone adapters queued for one event, masked like GET /admin/outbox."""
-    values = request.query_params
+@dataclass(frozen=True)
+class OutboxFilters:
+    """The outbox page's filters, read from its query string (`problems` when one is
+    not a choice the page offers)."""
+
+    event_id: UUID | None
+    raw_event: str
+    delivery_state: str | None
+    channel: str | None
+    cursor: str | None
+    problems: list[FieldError]
+
+    def query(self) -> dict[str, str | None]:
+        return {
+            "event_id": str(self.event_id) if self.event_id else None,
+            "delivery_state": self.delivery_state,
+            "channel": self.channel,
+        }
+
+
+def outbox_filters(values: Mapping[str, str]) -> OutboxFilters:
     raw = query_text(values, "event_id", 40)
-    cursor = query_text(values, "cursor", 512)
     problems: list[FieldError] = []
     event_id: UUID | None = None
     if raw is not None:
@@ -131,29 +202,101 @@ async def outbox_page(request: Request, ctx: StudioCtx, actor: RegistrationRead)
             event_id = UUID(raw)
         except ValueError:
             problems.append(FieldError("Choose an event.", "validation_failed", "event_id"))
+    state = query_text(values, "delivery_state", 20)
+    if state is not None and state not in DELIVERY:
+        problems.append(FieldError("Choose a state.", "validation_failed", "delivery_state"))
+        state = None
+    channel = query_text(values, "channel", 10)
+    if channel is not None and channel not in CHANNELS:
+        problems.append(FieldError("Choose a channel.", "validation_failed", "channel"))
+        channel = None
+    cursor = query_text(values, "cursor", 512)
+    return OutboxFilters(event_id, raw or "", state, channel, cursor, problems)
+
+
+async def outbox_view(
+    request: Request,
+    ctx: StudioCtx,
+    actor: Actor,
+    filters: OutboxFilters,
+    *,
+    problems: list[FieldError] | None = None,
+    status_code: int = 200,
+) -> Any:
+    """The outbox page: the counts per delivery state and the messages the filters keep
+    (an event's, or every event's the operator sees), masked like GET /admin/outbox."""
+    problems = [*filters.problems, *(problems or [])]
     rows: list[dict[str, Any]] = []
     event: dict[str, Any] | None = None
     next_query: dict[str, str] | None = None
-    if event_id is not None:
-        if actor.has("event:read"):
-            event = await event_verbs.get_event(ctx.db(), actor, event_id, ctx.clock())
+    counts: dict[str, int] = {}
+    if filters.event_id is not None or not filters.problems:
+        if filters.event_id is not None and actor.has("event:read"):
+            event = await event_verbs.get_event(ctx.db(), actor, filters.event_id, ctx.clock())
+        counts = await outbox.outbox_summary(ctx.db(), actor, filters.event_id)
         listing = await outbox.list_outbox(
-            ctx.db(), actor, event_id, pii_full=False, limit=PAGE_SIZE, cursor=cursor
+            ctx.db(),
+            actor,
+            filters.event_id,
+            delivery_state=filters.delivery_state,
+            channel=filters.channel,
+            pii_full=False,
+            limit=PAGE_SIZE,
+            cursor=filters.cursor,
         )
         rows = [message_row(m) for m in listing["items"]]
         if listing["next_cursor"]:
-            next_query = {"event_id": str(event_id), "cursor": listing["next_cursor"]}
+            kept = {k: v for k, v in filters.query().items() if v is not None}
+            next_query = {**kept, "cursor": listing["next_cursor"]}
+    choices = await event_choices(ctx, actor, filters.event_id)
+    if choices is not None:
+        choices[0] = ("", "All events")
+    kept = {k: v for k, v in filters.query().items() if v is not None and k != "delivery_state"}
+    if filters.delivery_state is not None:
+        kept_all = {**kept, "delivery_state": filters.delivery_state}
+    else:
+        kept_all = kept
     return page(
         request,
         "outbox.html",
-        status_code=422 if problems else 200,
+        status_code=status_code if not filters.problems else 422,
         problems=problems,
         title="Outbox",
-        event_id=str(event_id) if event_id else (raw or ""),
+        event_id=str(filters.event_id) if filters.event_id else filters.raw_event,
         event=event,
-        choices=await event_choices(ctx, actor, event_id),
+        choices=choices,
+        states=[("", "Every state"), *((k, v[0]) for k, v in DELIVERY.items())],
+        channels=[("", "Every channel"), *CHANNELS.items()],
+        filters=filters,
+        counts=[(DELIVERY[k], counts.get(k, 0), {**kept, "delivery_state": k}) for k in DELIVERY]
+        if counts
+        else [],
+        kept=kept_all,
         rows=rows,
-        chosen=event_id is not None,
+        can_retry=actor.has("scheduler:run"),
         next_query=next_query,
-        paged=cursor is not None,
+        paged=filters.cursor is not None,
     )
+
+
+@router.get("/outbox")
+async def outbox_page(request: Request, ctx: StudioCtx, actor: RegistrationRead) -> Any:
+    """GET /admin/outbox and its summary, as a page with the same filters."""
+    return await outbox_view(request, ctx, actor, outbox_filters(request.query_params))
+
+
+@router.post("/outbox/{message_id}/retry")
+async def retry(
+    request: Request, ctx: StudioCtx, actor: Run, message_id: UUID, form: Posted
+) -> Any:
+    """POST /admin/outbox/{id}/retry: the message is due now; back to the same filters."""
+    filters = outbox_filters(form.values)
+    try:
+        await outbox.retry_message(ctx.db(), actor, message_id, ctx.clock())
+    except errors.DomainError as exc:
+        if exc.status not in FORM_REFUSALS or not actor.has("registration:read"):
+            raise  # the error page names the code (the list is for registration:read)
+        return await outbox_view(
+            request, ctx, actor, filters, problems=refusal_errors(exc), status_code=exc.status
+        )
+    return see_other(request, "/outbox", done="outbox_retried", **filters.query())

@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 from icalendar import vCalAddress
 from icalendar.parser import Contentline
 
-from events_svc.ports import Attachment, OutgoingMessage, Rendered
+from events_svc.ports import Attachment, OutgoingMessage, Rendered, attachments_of
 from events_svc.verbs.mail import LinkBuilder, send
 from events_svc.verbs.public import build_calendar
 
@@ -133,9 +133,9 @@ def _attendee_line(recipient: str) -> bytes:
 
 def message(row: dict[str, Any], sender: str, recipient: str, text: Rendered) -> OutgoingMessage:
     """The mail of one trigger: its rendered text and, for a calendar purpose, the `.ics`."""
-    attachments: tuple[Attachment, ...] = ()
+    attachments = attachments_of(text, row["registration_id"])
     if row["purpose"] in CALENDAR_PURPOSES:
-        attachments = (calendar(row, sender, recipient),)
+        attachments = (calendar(row, sender, recipient), *attachments)
     return OutgoingMessage(
         channel="mail",
         recipient=recipient,

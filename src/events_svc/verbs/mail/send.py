@@ -33,6 +33,7 @@ from events_svc.ports import (
     Ports,
     RenderRequest,
     SmsQueue,
+    attachments_of,
 )
 from events_svc.verbs.common import in_zone
 from events_svc.verbs.mail.failures import LINE_FAILURES, LineFailure
@@ -185,6 +186,7 @@ async def _queue(
                     sender=sender,
                     subject=text.subject,
                     body=text.body,
+                    attachments=attachments_of(text, r["id"]),
                     **ids,
                 )
                 await ports.mail_queue.enqueue(conn, mail)

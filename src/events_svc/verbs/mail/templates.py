@@ -41,7 +41,8 @@ SELECT id, company_id FROM event.message_templates
 WHERE id = $1 AND event.visible_to(company_id, $2)
 """
 _T_LOCK = """
-SELECT id, kind::text AS kind, name, subject, body, company_id FROM event.message_templates
+SELECT id, kind::text AS kind, name, subject, body, attach_tickets, company_id
+FROM event.message_templates
 WHERE id = $1 AND event.visible_to(company_id, $2)
 FOR UPDATE  -- one writer of a template at a time
 """
@@ -53,12 +54,13 @@ ORDER BY name, id LIMIT $4
 """
 _T_INSERT = """
 INSERT INTO event.message_templates (kind, name, subject, body, company_id, created_at,
-    updated_at)
-VALUES ($1::event.template_kind, $2, $3, $4, $5, $6, $6) RETURNING id
+    updated_at, attach_tickets)
+VALUES ($1::event.template_kind, $2, $3, $4, $5, $6, $6, $7) RETURNING id
 """
 _T_UPDATE = """
 UPDATE event.message_templates
-SET name = $2, subject = $3, body = $4, updated_at = $5, revision = revision + 1
+SET name = $2, subject = $3, body = $4, updated_at = $5, attach_tickets = $6,
+    revision = revision + 1
 WHERE id = $1
 """
 _T_DELETE = "DELETE FROM event.message_templates WHERE id = $1"
@@ -75,6 +77,7 @@ WHERE id = ANY($1::uuid[]) AND (attempts > 0 OR next_attempt_at IS NOT NULL)
 RETURNING event_id
 """
 _TEXTS = ("subject", "body")
+_NOT_NULL = frozenset({"name", "subject", "body", "attach_tickets"})
 
 
 # a stored template one of the event's lines names that the company may not use (another
@@ -107,6 +110,15 @@ def _template_view(row: Any, links_unavailable: list[str]) -> dict[str, Any]:
     return {**dict(row), "links_unavailable": list(links_unavailable)}
 
 
+def _check_attach(kind: str, attach_tickets: bool) -> None:
+    """Tickets go with mail only: an sms template cannot attach them."""
+    if attach_tickets and kind != "mail":
+        raise errors.FieldNotWritable(
+            "attach_tickets is for mail templates: a text message carries no file.",
+            field="attach_tickets",
+        )
+
+
 def _writable(actor: Actor, row: Any) -> None:
     """A template the actor sees is writable unless it is a platform template and the
     actor has a company: those are written by platform operators only."""
@@ -124,10 +136,18 @@ async def create_template(
 ) -> dict[str, Any]:
     """Store a template of the actor's company (a platform template for an actor without
     one) once both texts are checked, off the event loop."""
+    _check_attach(cmd.kind, cmd.attach_tickets)
     await check_texts([("subject", cmd.subject), ("body", cmd.body)])
     async with transaction(pool) as conn:
         template_id = await conn.fetchval(
-            _T_INSERT, cmd.kind, cmd.name, cmd.subject, cmd.body, actor.company_id, now
+            _T_INSERT,
+            cmd.kind,
+            cmd.name,
+            cmd.subject,
+            cmd.body,
+            actor.company_id,
+            now,
+            cmd.attach_tickets,
         )
         await write_audit(conn, actor, "template_created", "template", template_id)
         row = must(await conn.fetchrow(_T_GET, template_id, actor.company_id))
@@ -180,8 +200,17 @@ async def patch_template(
     async with transaction(pool) as conn:
         current = await conn.fetchrow(_T_LOCK, template_id, actor.company_id)
         _writable(actor, current)  # re-checked under the lock: it may have gone meanwhile
-        new = merge_patch(dict(must(current)), changes, frozenset({"name", "subject", "body"}))
-        await conn.execute(_T_UPDATE, template_id, new["name"], new["subject"], new["body"], now)
+        new = merge_patch(dict(must(current)), changes, _NOT_NULL)
+        _check_attach(new["kind"], new["attach_tickets"])
+        await conn.execute(
+            _T_UPDATE,
+            template_id,
+            new["name"],
+            new["subject"],
+            new["body"],
+            now,
+            new["attach_tickets"],
+        )
         await _clear_backoff(conn, actor, template_id)
         await write_audit(
             conn,

@@ -1,0 +1,373 @@
+"""The mail drainer against a real SMTP server (aiosmtpd on loopback): what arrives, and
+what each kind of answer makes of the outbox row."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+import asyncpg
+import trustme
+
+from events_svc.ports import Attachment, AttachmentUnavailable
+from events_svc.settings import Settings, SmtpRelay
+from tests.probes.delivery.helpers import (
+    MAIL_FROM,
+    drainer,
+    due_now,
+    now,
+    queue_mail,
+    relay_settings,
+    row,
+)
+from tests.probes.delivery.sink import ca_file, smtp_sink
+
+PDF = b"%PDF-1.4\n1 0 obj<</Type/Catalog>>endobj\ntrailer<</Root 1 0 R>>\n%%EOF\n"
+CALENDAR = "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nMETHOD:REQUEST\r\nEND:VCALENDAR\r\n"
+
+
+def _error(found: dict[str, Any]) -> dict[str, Any]:
+    raw = found["last_error"]
+    return json.loads(raw) if isinstance(raw, str) else raw
+
+
+async def test_a_mail_arrives_whole_utf8_with_its_calendar_and_its_message_id(
+    pool: asyncpg.Pool, settings: Settings
+):
+    invite = Attachment("invitation.ics", "text/calendar; method=REQUEST", CALENDAR)
+    [row_id] = await queue_mail(
+        pool,
+        recipient="zoë@example.org",
+        subject="Ihr Ticket für «Café Ωmega»",
+        body="Grüße, Zoë — à bientôt\n",
+        attachments=(invite,),
+    )
+    with smtp_sink() as (sink, port):
+        summary = await drainer(pool, relay_settings(settings, port)).drain()
+    assert (summary.claimed, summary.sent) == (1, 1)
+    [mail] = sink.accepted
+    found = await row(pool, row_id)
+    assert found["state"] == "sent" and found["sent_at"] is not None
+    assert found["attempts"] == 1 and found["last_error"] is None
+    assert mail["Message-ID"] == found["message_id"]
+    assert found["message_id"].startswith("<") and found["message_id"].endswith(
+        "@events.example.org>"
+    )
+    assert mail["From"] == MAIL_FROM and found["sender"] == MAIL_FROM
+    assert mail["Reply-To"] == "organiser@example.org"  # the organiser the mail was for
+    assert mail["To"] == "zoë@example.org"
+    assert mail["Subject"] == "Ihr Ticket für «Café Ωmega»"
+    assert mail["Auto-Submitted"] == "auto-generated" and mail["Date"]
+    body = mail.get_body(("plain",))
+    assert body is not None
+    assert body.get_content().replace("\r\n", "\n") == "Grüße, Zoë — à bientôt\n"
+    [calendar] = [p for p in mail.iter_attachments() if p.get_content_type() == "text/calendar"]
+    assert calendar.get_param("method") == "REQUEST"
+    assert calendar.get_filename() == "invitation.ics"
+    assert calendar.get_content().replace("\r\n", "\n") == CALENDAR.replace("\r\n", "\n")
+
+
+async def test_an_html_template_sends_an_html_part_beside_its_text(
+    pool: asyncpg.Pool, settings: Settings
+):
+    html = "<html><body><p>Hello <b>Ada</b></p><p>See you &amp; bye</p></body></html>"
+    await queue_mail(pool, body=html)
+    with smtp_sink() as (sink, port):
+        await drainer(pool, relay_settings(settings, port)).drain()
+    [mail] = sink.accepted
+    plain, rich = mail.get_body(("plain",)), mail.get_body(("html",))
+    assert plain is not None and rich is not None
+    assert "Hello Ada" in plain.get_content() and "See you & bye" in plain.get_content()
+    assert "<b>Ada</b>" in rich.get_content()
+
+
+async def test_451_then_250_retries_with_back_off_and_the_same_message_id(
+    pool: asyncpg.Pool, settings: Settings
+):
+    [row_id] = await queue_mail(pool)
+    with smtp_sink() as (sink, port):
+        sink.script = ["451 4.3.0 greylisted, try later"]
+        relay = relay_settings(settings, port)
+        before = now()
+        await drainer(pool, relay).drain()
+        first = await row(pool, row_id)
+        assert first["state"] == "retrying" and first["attempts"] == 1
+        assert _error(first) == {
+            "kind": "temporary",
+            "code": 451,
+            "detail": "451 4.3.0 greylisted, try later",
+        }
+        wait = first["next_attempt_at"] - before
+        assert timedelta(seconds=59) < wait < timedelta(seconds=65)  # 1 min back-off
+        assert (await drainer(pool, relay).drain()).claimed == 0  # not due yet
+        await due_now(pool, row_id)
+        await drainer(pool, relay).drain()
+    second = await row(pool, row_id)
+    assert second["state"] == "sent" and second["attempts"] == 2
+    assert sink.seen_ids == [first["message_id"]] * 2  # the same Message-ID both times
+    assert len(sink.accepted) == 1
+
+
+async def test_the_back_off_doubles_to_an_hour_and_fails_after_48_hours(
+    pool: asyncpg.Pool, settings: Settings
+):
+    [row_id] = await queue_mail(pool)
+    async with pool.acquire() as conn:  # six attempts already made
+        await conn.execute("UPDATE event.outbox_messages SET attempts = 6 WHERE id = $1", row_id)
+    with smtp_sink() as (sink, port):
+        sink.script = ["452 4.2.2 mailbox full"] * 2
+        relay = relay_settings(settings, port)
+        before = now()
+        await drainer(pool, relay).drain()
+        seventh = await row(pool, row_id)
+        assert seventh["attempts"] == 7 and seventh["state"] == "retrying"
+        waited = seventh["next_attempt_at"] - before
+        assert timedelta(minutes=59) < waited <= timedelta(hours=1, seconds=5)  # not 64 min
+        async with pool.acquire() as conn:  # written 49 hours ago
+            await conn.execute(
+                "UPDATE event.outbox_messages SET created_at = now() - interval '49 hours',"
+                " next_attempt_at = now() WHERE id = $1",
+                row_id,
+            )
+        await drainer(pool, relay).drain()
+    expired = await row(pool, row_id)
+    assert expired["state"] == "failed" and expired["attempts"] == 8
+    error = _error(expired)
+    assert error["kind"] == "expired" and error["code"] == 452
+    assert "retried for 48 h" in error["detail"]
+
+
+async def test_550_fails_at_once_without_the_address_in_the_detail(
+    pool: asyncpg.Pool, settings: Settings
+):
+    [row_id] = await queue_mail(pool, recipient="nobody@example.org")
+    with smtp_sink() as (sink, port):
+        sink.script = ["550 5.1.1 <nobody@example.org>: no such user"]
+        await drainer(pool, relay_settings(settings, port)).drain()
+        await due_now(pool, row_id)
+        assert (await drainer(pool, relay_settings(settings, port)).drain()).claimed == 0
+    failed = await row(pool, row_id)
+    assert failed["state"] == "failed" and failed["attempts"] == 1
+    error = _error(failed)
+    assert (error["kind"], error["code"]) == ("permanent", 550)
+    assert "nobody" not in error["detail"] and "<address>" in error["detail"]
+
+
+async def test_a_dropped_connection_is_a_connection_failure_and_the_batch_waits(
+    pool: asyncpg.Pool, settings: Settings
+):
+    row_ids = await queue_mail(pool, 3, recipient="guest{i}@example.org")
+    with smtp_sink() as (sink, port):
+        sink.script = ["drop"]
+        one_session = relay_settings(settings, port, smtp_concurrency=1)
+        summary = await drainer(pool, one_session).drain()
+    assert summary.retrying == 3
+    assert len(sink.seen_ids) == 1  # one attempt reached the relay; the rest waited
+    for row_id in row_ids:
+        found = await row(pool, row_id)
+        assert found["state"] == "retrying" and found["attempts"] == 1
+        assert _error(found)["kind"] == "connection"
+
+
+async def test_a_refused_connection_retries(pool: asyncpg.Pool, settings: Settings):
+    from tests.probes.helpers import free_port
+
+    [row_id] = await queue_mail(pool)
+    await drainer(pool, relay_settings(settings, free_port())).drain()
+    found = await row(pool, row_id)
+    assert found["state"] == "retrying"
+    assert _error(found)["kind"] == "connection"
+
+
+async def test_a_relay_stalled_past_the_timeout_is_a_timeout(
+    pool: asyncpg.Pool, settings: Settings
+):
+    [row_id] = await queue_mail(pool)
+    with smtp_sink() as (sink, port):
+        sink.script = ["stall"]
+        await drainer(pool, relay_settings(settings, port, smtp_timeout_s=1)).drain()
+    found = await row(pool, row_id)
+    assert found["state"] == "retrying" and found["attempts"] == 1
+    assert _error(found) == {
+        "kind": "timeout",
+        "code": None,
+        "detail": "the relay did not answer in time",
+    }
+
+
+async def test_starttls_with_the_private_ca_and_auth_with_the_urls_credentials(
+    pool: asyncpg.Pool, settings: Settings, tmp_path: Path
+):
+    ca = trustme.CA()
+    relay = SmtpRelay(
+        host="localhost", port=0, require_starttls=True, username="desk", password="s3cr3t:/@"
+    )
+    [row_id] = await queue_mail(pool)
+    with smtp_sink(tls=ca, auth=("desk", "s3cr3t:/@")) as (sink, port):
+        trusted = relay_settings(
+            settings,
+            port,
+            smtp=dataclasses.replace(relay, port=port),
+            smtp_ca_file=ca_file(ca, tmp_path),
+        )
+        await drainer(pool, trusted).drain()
+    assert (await row(pool, row_id))["state"] == "sent"
+    assert len(sink.accepted) == 1
+
+
+async def test_an_untrusted_certificate_or_wrong_credentials_send_nothing(
+    pool: asyncpg.Pool, settings: Settings, tmp_path: Path
+):
+    ca = trustme.CA()
+    [row_id] = await queue_mail(pool)
+    with smtp_sink(tls=ca, auth=("desk", "right")) as (sink, port):
+        untrusted = relay_settings(
+            settings, port, smtp=SmtpRelay("localhost", port, username="desk", password="right")
+        )
+        await drainer(pool, untrusted).drain()
+        found = await row(pool, row_id)
+        assert found["state"] == "retrying"
+        assert _error(found)["kind"] == "connection" and "TLS" in _error(found)["detail"]
+        await due_now(pool, row_id)
+        wrong = relay_settings(
+            settings,
+            port,
+            smtp=SmtpRelay("localhost", port, username="desk", password="wrong"),
+            smtp_ca_file=ca_file(ca, tmp_path),
+        )
+        await drainer(pool, wrong).drain()
+        found = await row(pool, row_id)
+        assert found["state"] == "retrying"
+        assert (_error(found)["kind"], _error(found)["code"]) == ("connection", 535)
+        assert "wrong" not in json.dumps(_error(found))
+    assert sink.accepted == []
+
+
+async def test_starttls_required_refuses_a_plain_relay(pool: asyncpg.Pool, settings: Settings):
+    [row_id] = await queue_mail(pool)
+    with smtp_sink() as (sink, port):  # no STARTTLS offered
+        plain_only = relay_settings(
+            settings, port, smtp=SmtpRelay("127.0.0.1", port, require_starttls=True)
+        )
+        await drainer(pool, plain_only).drain()
+    assert sink.seen_ids == []
+    found = await row(pool, row_id)
+    assert found["state"] == "retrying"
+    assert "STARTTLS" in _error(found)["detail"]
+
+
+class _Tickets:
+    """A tickets renderer as the tickets issue composes one: the PDF of a registration."""
+
+    def __init__(self) -> None:
+        self.asked: list[UUID] = []
+
+    async def tickets_pdf(self, registration_id: UUID) -> bytes:
+        self.asked.append(registration_id)
+        return PDF
+
+
+async def test_a_tickets_reference_is_rendered_when_sent_or_fails_the_message_as_render(
+    pool: asyncpg.Pool, settings: Settings
+):
+    registration = UUID(int=7)
+    reference = Attachment(
+        "tickets.pdf", "application/pdf", None, kind="tickets_pdf", registration_id=registration
+    )
+    [held] = await queue_mail(pool, attachments=(reference,))
+    stored = (await row(pool, held))["attachments"]
+    stored = json.loads(stored) if isinstance(stored, str) else stored
+    assert stored == [
+        {
+            "kind": "tickets_pdf",
+            "registration_id": str(registration),
+            "filename": "tickets.pdf",
+            "content_type": "application/pdf",
+        }
+    ]  # a reference, never the file
+    with smtp_sink() as (sink, port):
+        await drainer(pool, relay_settings(settings, port)).drain()  # no renderer composed
+        failed = await row(pool, held)
+        assert failed["state"] == "failed" and _error(failed)["kind"] == "render"
+        [sent] = await queue_mail(pool, attachments=(reference,))
+        tickets = _Tickets()
+        await drainer(pool, relay_settings(settings, port), tickets).drain()
+    assert (await row(pool, sent))["state"] == "sent" and tickets.asked == [registration]
+    [mail] = sink.accepted
+    [pdf] = list(mail.iter_attachments())
+    assert pdf.get_content_type() == "application/pdf"
+    assert pdf.get_content() == PDF and pdf.get_filename() == "tickets.pdf"
+
+
+async def test_a_renderer_that_cannot_render_fails_the_message_as_render(
+    pool: asyncpg.Pool, settings: Settings
+):
+    class Gone:
+        async def tickets_pdf(self, registration_id: UUID) -> bytes:
+            raise AttachmentUnavailable("no active tickets")
+
+    reference = Attachment(
+        "tickets.pdf", "application/pdf", kind="tickets_pdf", registration_id=UUID(int=1)
+    )
+    [row_id] = await queue_mail(pool, attachments=(reference,))
+    with smtp_sink() as (sink, port):
+        await drainer(pool, relay_settings(settings, port), Gone()).drain()
+    found = await row(pool, row_id)
+    assert found["state"] == "failed"
+    assert _error(found) == {"kind": "render", "code": None, "detail": "no active tickets"}
+    assert sink.seen_ids == []
+
+
+async def test_at_most_two_messages_in_flight_per_recipient_domain(
+    pool: asyncpg.Pool, settings: Settings
+):
+    await queue_mail(pool, 6, recipient="a{i}@one.example")
+    await queue_mail(pool, 6, recipient="b{i}@two.example")
+    with smtp_sink(delay=0.2) as (sink, port):
+        summary = await drainer(pool, relay_settings(settings, port, smtp_concurrency=8)).drain()
+    assert summary.sent == 12
+    assert sink.most_in_flight == {"one.example": 2, "two.example": 2}
+
+
+async def test_the_rate_limit_spreads_the_sends(pool: asyncpg.Pool, settings: Settings):
+    await queue_mail(pool, 6, recipient="r{i}@example.org")
+    with smtp_sink() as (sink, port):
+        await drainer(pool, relay_settings(settings, port, smtp_rate=10)).drain()
+    spread = sink.arrivals[-1] - sink.arrivals[0]
+    assert len(sink.accepted) == 6 and spread >= 0.45  # six at 10/s: five gaps of 0.1 s
+
+
+async def test_the_sessions_are_reused(pool: asyncpg.Pool, settings: Settings):
+    await queue_mail(pool, 20, recipient="s{i}@example.org")
+    with smtp_sink() as (sink, port):
+        await drainer(pool, relay_settings(settings, port, smtp_concurrency=2)).drain()
+    assert len(sink.accepted) == 20 and sink.sessions <= 2
+
+
+async def test_the_lifespan_drainer_wakes_when_a_message_is_written(
+    pool: asyncpg.Pool, settings: Settings
+):
+    from events_svc.app import create_app
+
+    with smtp_sink() as (sink, port):
+        relay = relay_settings(settings, port, scheduler_enabled=True)
+        app = create_app(relay, warm=False)
+        async with app.router.lifespan_context(app):
+            await asyncio.sleep(0.3)  # the loop has listened and slept
+            [row_id] = await queue_mail(pool)
+            for _ in range(100):
+                if sink.accepted:
+                    break
+                await asyncio.sleep(0.05)
+            assert app.state.events.delivery is not None
+        assert len(sink.accepted) == 1
+    for _ in range(20):
+        if (await row(pool, row_id))["state"] == "sent":
+            break
+        await asyncio.sleep(0.05)
+    assert (await row(pool, row_id))["state"] == "sent"
