@@ -95,6 +95,23 @@ class Api:
         return {"Authorization": f"Bearer {token}"}
 
 
+async def api_status(client: httpx.AsyncClient, method: str, path: str, **kw: Any) -> Any:
+    """An admin API call's status and error code (None when it succeeded)."""
+    response = await client.request(method, path, **kw)
+    code = None
+    if response.status_code >= 400:
+        code = response.json()["error"]["code"]
+    return response.status_code, code
+
+
+async def company_client(api: Api, company: uuid.UUID) -> httpx.AsyncClient:
+    """A client whose every request carries a '*' token of `company`."""
+    headers = {**await api.token("*", company=company), "Content-Type": "application/json"}
+    return httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=api.app), base_url=BASE, headers=headers
+    )
+
+
 def event_body(**over: Any) -> dict[str, Any]:
     """The body of a valid event (2027-05-10 09:00 to 2027-05-12 18:00 UTC, 100 seats)."""
     body: dict[str, Any] = {

@@ -26,7 +26,7 @@ import httpx
 import pytest
 
 from events_svc.settings import Settings
-from tests.probes.helpers import BASE, Api, add_slot, add_ticket, make_event
+from tests.probes.helpers import Api, add_slot, add_ticket, company_client, make_event
 
 A, B = uuid.uuid4(), uuid.uuid4()
 PREFIX = "/api/v1/event"
@@ -341,13 +341,6 @@ def code_of(seen: tuple[int, str]) -> tuple[int, Any]:
     if isinstance(body, dict) and "items" in body:
         return seen[0], len(body["items"])
     return seen[0], None
-
-
-async def company_client(api: Api, company: uuid.UUID) -> httpx.AsyncClient:
-    headers = {**await api.token("*", company=company), "Content-Type": "application/json"}
-    return httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=api.app), base_url=BASE, headers=headers
-    )
 
 
 async def build(b: httpx.AsyncClient, api: Api) -> dict[str, str]:

@@ -275,6 +275,7 @@ def transports_from(settings: Settings, tickets: TicketsPdf) -> tuple[Transport,
             SmsGatewayTransport(
                 settings.sms_gateway_url,
                 settings.sms_gateway_secret,
+                timeout_s=settings.smtp_timeout_s,
                 sessions=settings.smtp_concurrency,
             )
         )

@@ -182,7 +182,7 @@ class OutboxMessage(View):
     created_at: datetime
     delivery_state: DeliveryState
     attempts: int
-    next_attempt_at: datetime
+    next_attempt_at: datetime | None = None  # when it is tried next; null once sent or failed
     sent_at: datetime | None = None
     message_id: str
     last_error: DeliveryError | None = None

@@ -191,15 +191,6 @@ async def assert_fits(page: Page, name: str) -> None:
     assert wide <= 0, f"page {name} scrolls sideways by {wide}px"
 
 
-async def api_status(client: httpx.AsyncClient, method: str, path: str, **kw: Any) -> Any:
-    """An admin API call's status and error code (None when it succeeded)."""
-    response = await client.request(method, path, **kw)
-    code = None
-    if response.status_code >= 400:
-        code = response.json()["error"]["code"]
-    return response.status_code, code
-
-
 def client(app: Any, **kw: Any) -> httpx.AsyncClient:
     return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=STUDIO, **kw)
 

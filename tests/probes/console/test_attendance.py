@@ -20,8 +20,8 @@ from playwright.async_api import Page
 
 from events_svc.models.attendance import MAX_IMPORT_BYTES, MAX_IMPORT_ROWS
 from events_svc.verbs.attendance import ImportOptions, run_import_pass
-from tests.probes.console.kit import RUNS, UNKNOWN, api_status, attendee, client, suffix
-from tests.probes.helpers import make_event
+from tests.probes.console.kit import RUNS, UNKNOWN, attendee, client, suffix
+from tests.probes.helpers import api_status, make_event
 
 # --- the attendance import -----------------------------------------------------------------
 

@@ -15,8 +15,8 @@ import httpx
 import pytest
 from playwright.async_api import Page
 
-from tests.probes.console.kit import RUNS, UNKNOWN, api_status, attendee, readable_url, suffix
-from tests.probes.helpers import cancel, make_event
+from tests.probes.console.kit import RUNS, UNKNOWN, attendee, readable_url, suffix
+from tests.probes.helpers import api_status, cancel, make_event
 
 # --- set-up through the admin API --------------------------------------------------------
 

@@ -13,12 +13,13 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.probes.console.kit import RUNS, Studio, api_status, client, csrf_of
+from tests.probes.console.kit import RUNS, Studio, client, csrf_of
 from tests.probes.helpers import (
     BEGIN,
     Api,
     add_slot,
     add_ticket,
+    api_status,
     insert_registration,
     make_event,
     register,

@@ -14,8 +14,8 @@ import httpx
 import pytest
 from playwright.async_api import Page
 
-from tests.probes.console.kit import Studio, api_status, client, csrf_of
-from tests.probes.helpers import cancel, correct, make_event, register, seed
+from tests.probes.console.kit import Studio, client, csrf_of
+from tests.probes.helpers import api_status, cancel, correct, make_event, register, seed
 
 SIZES = [("desktop", True), ("phone", True)]
 FORMS = [("desktop", True), ("phone", True), ("desktop", False), ("phone", False)]

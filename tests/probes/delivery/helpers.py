@@ -88,10 +88,13 @@ async def queue_mail(
 
 
 async def queue_sms(
-    pool: asyncpg.Pool, phone: str = "+32470000001", body: str = "See you"
+    pool: asyncpg.Pool,
+    phone: str = "+32470000001",
+    body: str = "See you",
+    event_id: uuid.UUID | None = None,
 ) -> uuid.UUID:
     queue = OutboxSmsQueue("events.example.org")
-    event = uuid.uuid4()
+    event = event_id or uuid.uuid4()
     async with pool.acquire() as conn, conn.transaction():
         await queue.enqueue(
             conn,
@@ -106,7 +109,9 @@ async def queue_sms(
         )
         await queue.flush(conn)
         row_id: uuid.UUID = await conn.fetchval(
-            "SELECT id FROM event.outbox_messages WHERE event_id = $1", event
+            "SELECT id FROM event.outbox_messages WHERE event_id = $1 AND channel = 'sms'"
+            " ORDER BY created_at DESC, id LIMIT 1",
+            event,
         )
     return row_id
 
@@ -125,6 +130,7 @@ async def due_now(pool: asyncpg.Pool, *row_ids: uuid.UUID) -> None:
     """Make retrying rows due now (the back-off has been checked; time moves on)."""
     async with pool.acquire() as conn:
         await conn.execute(
-            "UPDATE event.outbox_messages SET next_attempt_at = now() WHERE id = ANY($1)",
+            "UPDATE event.outbox_messages SET next_attempt_at = now()"
+            " WHERE id = ANY($1) AND next_attempt_at IS NOT NULL",  # sent and failed stay
             list(row_ids),
         )

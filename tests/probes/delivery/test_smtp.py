@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import time
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from tests.probes.delivery.helpers import (
     row,
 )
 from tests.probes.delivery.sink import ca_file, smtp_sink
+from tests.probes.helpers import free_port
 
 PDF = b"%PDF-1.4\n1 0 obj<</Type/Catalog>>endobj\ntrailer<</Root 1 0 R>>\n%%EOF\n"
 CALENDAR = "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nMETHOD:REQUEST\r\nEND:VCALENDAR\r\n"
@@ -371,3 +373,32 @@ async def test_the_lifespan_drainer_wakes_when_a_message_is_written(
             break
         await asyncio.sleep(0.05)
     assert (await row(pool, row_id))["state"] == "sent"
+
+
+async def test_a_broken_relay_costs_one_attempt_per_back_off_and_no_cpu(
+    pool: asyncpg.Pool, settings: Settings
+):
+    """Nothing listens at the relay's port: the loop tries the batch once (each message
+    one attempt, backing off a minute), then sleeps; it neither spins nor polls."""
+    from events_svc.app import create_app
+
+    ids = await queue_mail(pool, 30, recipient="c{i}@example.org")
+    relay = relay_settings(settings, free_port(), scheduler_enabled=True)
+    app = create_app(relay, warm=False)
+    async with app.router.lifespan_context(app):
+        loop = app.state.events.delivery
+        assert loop is not None
+        for _ in range(100):
+            if (await row(pool, ids[-1]))["state"] == "retrying":
+                break
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.5)  # the wake of its LISTEN start, if not yet taken
+        passes = loop.passes
+        cpu, wall = time.process_time(), time.monotonic()
+        await asyncio.sleep(3)
+        used = (time.process_time() - cpu) / (time.monotonic() - wall)
+        assert loop.passes == passes  # asleep until the first retry is due
+    assert used < 0.01, f"{used:.1%} of a core while the relay is down"
+    found = [await row(pool, i) for i in ids]
+    assert {f["state"] for f in found} == {"retrying"} and {f["attempts"] for f in found} == {1}
+    assert {_error(f)["kind"] for f in found} == {"connection"}

@@ -140,11 +140,7 @@ def message_row(message: dict[str, Any]) -> dict[str, Any]:
         "state": DELIVERY.get(message["delivery_state"], (message["delivery_state"], "info")),
         "retryable": message["delivery_state"] in RETRYABLE,
         "attempts": message["attempts"],
-        "next_attempt": (
-            when(message["next_attempt_at"])
-            if message["next_attempt_at"] and message["delivery_state"] in RETRYABLE
-            else None
-        ),
+        "next_attempt": (when(message["next_attempt_at"]) if message["next_attempt_at"] else None),
         "sent_at": when(message["sent_at"]) if message["sent_at"] else None,
         "error": (
             {

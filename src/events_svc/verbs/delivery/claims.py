@@ -78,10 +78,11 @@ class Claim:
 
 @dataclass(frozen=True)
 class Settled:
-    """What an answer makes of a row: its state, when it is due again, its error."""
+    """What an answer makes of a row: its state, when it is due again (None once sent or
+    failed), its error."""
 
     state: str
-    next_attempt_at: datetime
+    next_attempt_at: datetime | None
     sent_at: datetime | None
     error: dict[str, object] | None
 
@@ -99,18 +100,18 @@ def settle(
     a refused or dropped connection, a timeout) → `retrying` with back-off, until 48 h
     after the message was written, then `failed` (`expired`); anything else → `failed`."""
     if failure is None:
-        return Settled("sent", now, now, None)
+        return Settled("sent", None, now, None)
     error: dict[str, object] = {
         "kind": failure.kind.value,
         "code": failure.code,
         "detail": failure.detail[:300],
     }
     if failure.kind not in _RETRIED:
-        return Settled("failed", now, None, error)
+        return Settled("failed", None, None, error)
     if now >= created_at + RETRY_WINDOW:
         last = f"{failure.kind.value}: {failure.detail}"[:250]
         expired = {**error, "kind": "expired", "detail": f"retried for 48 h; last {last}"}
-        return Settled("failed", now, None, expired)
+        return Settled("failed", None, None, expired)
     return Settled("retrying", now + retry_delay(attempts), None, error)
 
 
