@@ -216,19 +216,20 @@ def cmd_scheduler(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def delivery_notice(settings: Settings) -> list[str]:
-    """What `serve` says once at startup about the outbox: held channels, and how to turn
-    their delivery on."""
+    """What `serve` says once at startup about the outbox: one line naming the held
+    channels and how to turn their delivery on (and one more when this process sends
+    nothing although a relay is set)."""
     lines = []
+    held = []
     if settings.smtp is None:
-        lines.append(
-            "mail is held in the outbox (delivery_state queued): set EVENTS_SMTP_URL and "
-            "EVENTS_MAIL_FROM to send it"
-        )
+        held.append(("mail", "EVENTS_SMTP_URL and EVENTS_MAIL_FROM"))
     if not settings.sms_gateway_url:
-        lines.append(
-            "sms is held in the outbox (delivery_state queued): set EVENTS_SMS_GATEWAY_URL "
-            "and EVENTS_SMS_GATEWAY_SECRET to send it"
-        )
+        held.append(("sms", "EVENTS_SMS_GATEWAY_URL and EVENTS_SMS_GATEWAY_SECRET"))
+    if held:
+        channels = " and ".join(channel for channel, _ in held)
+        verb = "are" if len(held) > 1 else "is"
+        how = ", ".join(f"set {names} to send {channel}" for channel, names in held)
+        lines.append(f"{channels} {verb} held in the outbox (delivery_state queued): {how}")
     if (settings.smtp is not None or settings.sms_gateway_url) and not settings.scheduler_enabled:
         lines.append(
             "EVENT_SCHEDULER_ENABLED=false: this process sends nothing from the outbox "

@@ -437,8 +437,8 @@ async def build(b: httpx.AsyncClient, api: Api) -> dict[str, str]:
     async with api.pool.acquire() as conn:  # a message of B's that failed (retry would take it)
         outbox = await conn.fetchval(
             "INSERT INTO event.outbox_messages (channel, recipient, sender, subject, body,"
-            " event_id, delivery_state, attempts, last_error)"
-            " VALUES ('mail', 'bea@example.org', 'b@example.org', 'S', 'B', $1, 'failed', 1,"
+            " event_id, delivery_state, attempts, next_attempt_at, last_error)"
+            " VALUES ('mail', 'bea@example.org', 'b@example.org', 'S', 'B', $1, 'failed', 1, NULL,"
             ' \'{"kind": "permanent", "code": 550, "detail": "550 no"}\')'
             " RETURNING id",
             uuid.UUID(event["id"]),

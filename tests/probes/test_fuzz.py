@@ -135,6 +135,20 @@ class World:
             },
             "registration",
         )
+        # a mail sent at once to each new attendee: one outbox message to name
+        now = {"interval_kind": "after_sub", "interval_unit": "now", "interval_nbr": 0}
+        line = self.post(
+            "/admin/mails", {"event_id": ids["event"], "template_ref": ids["template"], **now}
+        )
+        self.post(
+            "/admin/registrations",
+            {"event_id": ids["event"], "name": "Grace Hopper", "email": "grace@example.org"},
+        )
+        self.post(f"/admin/mails/{line['id']}/run", {}, status=200)
+        queued = self.client.get(
+            f"{API}/admin/outbox", params={"event_id": ids["event"]}, headers=self.auth
+        )
+        ids["outbox"] = queued.json()["items"][0]["id"]
         self.post(
             f"/admin/events/{ids['event']}/publish",
             {"date_publish": "2020-01-01T00:00:00Z"},
@@ -204,6 +218,7 @@ _BY_NAME = {
     "rule_id": ["lead_rule"],
     "job_id": ["import_job"],
     "operation_id": ["operation", "started_operation"],
+    "message_id": ["outbox"],
 }
 _OBJ_BY_COLLECTION = {
     "stages": "stage",

@@ -17,14 +17,13 @@ import pytest
 
 from tests.probes.console.kit import (
     RUNS,
-    api_status,
     client_of,
     code_of,
     console_of,
     shot_name,
     submit,
 )
-from tests.probes.helpers import Api, make_event, seed
+from tests.probes.helpers import Api, api_status, make_event, seed
 
 # the defaults the choose page checks, in file order
 DEFAULT_COLUMNS = ["id", "name", "email", "state", "ticket", "barcode", "created_at"]

@@ -16,7 +16,6 @@ import pytest
 from events_svc.verbs.operations import OperationOptions, run_operation_pass
 from tests.probes.console.kit import (
     RUNS,
-    api_status,
     client_of,
     code_of,
     console_of,
@@ -26,6 +25,7 @@ from tests.probes.console.kit import (
 from tests.probes.helpers import (
     MOVED,
     Api,
+    api_status,
     finish,
     make_event,
     preview,
