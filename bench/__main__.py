@@ -38,6 +38,10 @@ each uncombined and combined, at 0, 100 000 and 1 000 000 existing registrations
 (`--combiner`) with 1, 8, 32 and 128 clients (`--clients`), and three service processes
 against one.
 
+Part 9. The outbox drainer (`bench/delivery.py`): N queued mails (`--delivery N`, 10 000) over
+50 recipient domains sent to a local SMTP sink, no rate limit, against a plain aiosmtplib
+loop with as many reused sessions in the same run; messages per second and their ratio.
+
 Database: EVENTS_BENCH_ADMIN_URL (a superuser URL) or a fresh embedded PostgreSQL.
 """
 
@@ -66,6 +70,7 @@ from bench.common import (
     service,
     with_db,
 )
+from bench.delivery import DELIVERY_HEADER, delivery_run
 from bench.export import EXPORT_HEADER, export_run
 from bench.leads import LEADS_HEADER, leads_run
 from bench.operations import OPERATIONS_HEADER, operations_run
@@ -286,6 +291,12 @@ def main() -> None:
         help="existing registrations per size of the combiner part ('' skips it)",
     )
     parser.add_argument("--clients", default="1,8,32,128", help="clients of the combiner part")
+    parser.add_argument(
+        "--delivery",
+        type=int,
+        default=10_000,
+        help="queued mails of the outbox drainer benchmark (0 skips it)",
+    )
     args = parser.parse_args()
     sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
     concurrency = [int(x) for x in args.concurrency.split(",")]
@@ -347,6 +358,11 @@ def main() -> None:
             print("\nBatch sizes formed by the combined verb:\n" + "\n".join(batches))
             print("\nService processes, combined, one hot event:\n" + PROCESSES_HEADER)
             print("\n".join(processes))
+        if args.delivery:
+            lines = asyncio.run(delivery_run(admin_url, args.delivery))
+            print(f"\nThe outbox drainer, {args.delivery:,} mails to a local SMTP sink, no rate:")
+            print(DELIVERY_HEADER)
+            print("\n".join(lines))
 
 
 if __name__ == "__main__":
