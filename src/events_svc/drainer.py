@@ -7,13 +7,21 @@ A batch: claim due rows with a lease (`verbs.delivery.claim_due`: one short tran
 most `PER_DOMAIN` at once per recipient domain and at most `EVENTS_SMTP_RATE` mails a
 second, then record every answer in one statement (`record`, the rule in `settle`).
 When a transport says its relay is down (refused, dropped, TLS or AUTH refused, silent),
-the batch's other messages of that channel are not tried: they take the same failure and
-back off with it, so a broken relay costs one attempt per batch, not one per message.
+the batch's other messages of that channel are not tried: they take the relay's failure
+without an attempt counted, and the channel pauses in this process (1 min, doubling to
+1 h while the relay stays down; the first message sent clears it), so a broken relay
+costs one connection attempt per pause, not one per message or per batch. A batch stops
+starting sends once half its lease has passed: what it did not try goes back as it was,
+so a slow relay never lets a lease run out under messages still being sent.
+
+Limits are per process: `EVENTS_SMTP_RATE` mails a second and `PER_DOMAIN` messages at
+once per recipient domain (N processes send at most N times as much).
 
 It never spins. It drains while batches come back full, then sleeps until the earliest
-unsent message is due (a retry's back-off, a lease that runs out) or `FLOOR_S`, and wakes
-early when a message is written (`NOTIFY event_outbox_due`, listened by the scheduler
-loop's connection). A failing pass (the database away) waits longer each time.
+unsent message is due (a retry's back-off, a lease that runs out, a paused channel's
+resumption) or `FLOOR_S`, and wakes early when a message is written (`NOTIFY
+event_outbox_due`, listened by the scheduler loop's connection). A failing pass (the
+database away) waits longer each time.
 """
 
 from __future__ import annotations
@@ -38,6 +46,7 @@ from events_svc.verbs.delivery import (
     Claimed,
     Settled,
     claim_due,
+    give_back,
     next_delivery_due,
     record,
     settle,
@@ -50,6 +59,7 @@ PER_DOMAIN = 2  # messages in flight at once to one recipient domain
 FLOOR_S = 300.0  # the longest sleep with nothing due (a safety net under the wake-ups)
 FAILED_FIRST_S, FAILED_MAX_S = 5.0, 300.0  # a failing pass: 5 s doubling to 5 min
 BLOCKED_FIRST_S, BLOCKED_MAX_S = 0.2, 10.0  # due rows another drainer is claiming
+PAUSE_FIRST_S, PAUSE_MAX_S = 60.0, 3600.0  # a channel whose relay is down: 1 min to 1 h
 
 
 @dataclass(frozen=True)
@@ -75,12 +85,13 @@ class DrainSummary:
     sent: int = 0
     retrying: int = 0
     failed: int = 0
+    released: int = 0  # claimed but not tried in the batch's time: given back as they were
     recorded: int = 0
     batches: int = 0
     more: bool = False  # the last batch was full: more may be due
 
     def add(self, other: DrainSummary) -> None:
-        for name in ("claimed", "sent", "retrying", "failed", "recorded", "batches"):
+        for name in ("claimed", "sent", "retrying", "failed", "released", "recorded", "batches"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.more = other.more
 
@@ -90,6 +101,7 @@ class DrainSummary:
             "sent": self.sent,
             "retrying": self.retrying,
             "failed": self.failed,
+            "released": self.released,
             "recorded": self.recorded,
             "batches": self.batches,
         }
@@ -121,6 +133,7 @@ class _Batch:
     """The state one batch shares between its sends."""
 
     sessions: dict[str, asyncio.Semaphore]
+    deadline: float  # time.monotonic() after which no new send starts
     down: dict[str, DeliveryFailure] = field(default_factory=dict)
     domains: dict[str, asyncio.Semaphore] = field(default_factory=dict)
 
@@ -148,32 +161,59 @@ class Drainer:
         self.transports = {t.channel: t for t in transports}
         self.channels = sorted(self.transports)
         self.pacer = Pacer(options.rate)
+        self.paused: dict[str, tuple[datetime, int]] = {}  # channel: (until, times in a row)
+
+    def active_channels(self, now: datetime) -> list[str]:
+        """The channels not paused for a relay that is down."""
+        return [c for c in self.channels if c not in self.paused or self.paused[c][0] <= now]
+
+    def _pause(self, channel: str, now: datetime) -> datetime:
+        """Pause a channel whose relay is down (longer each time in a row); until when."""
+        streak = self.paused[channel][1] + 1 if channel in self.paused else 1
+        until = now + timedelta(seconds=doubling(PAUSE_FIRST_S, PAUSE_MAX_S, streak))
+        self.paused[channel] = (until, streak)
+        log.warning(
+            "outbox channel paused: its relay is down",
+            extra={"fields": {"channel": channel, "until": until.isoformat(), "times": streak}},
+        )
+        return until
 
     async def _send(self, batch: _Batch, row: Claimed) -> tuple[UUID, Settled]:
         message = row.message
         channel = message.channel
         slot = batch.slot(channel, message.recipient)
         async with slot if slot is not None else contextlib.nullcontext(), batch.sessions[channel]:
-            failure = batch.down.get(channel)  # looked at once a session is free
-            attempted = failure is None
-            if failure is None:
-                if channel == "mail":
-                    await self.pacer.take()
-                failure = await self._attempt(message.id, channel, row)
-                if failure is not None and failure.relay_down:
-                    batch.down.setdefault(channel, failure)
-        settled = settle(failure, row.created_at, row.attempts, self.clock())
-        if attempted:
-            self._observe(row, channel, failure, settled)
+            down = batch.down.get(channel)  # looked at once a session is free
+            if down is not None:  # not tried: the relay's failure, until it resumes
+                now = self.clock()
+                until = self.paused[channel][0] if channel in self.paused else now
+                held = settle(
+                    down, row.created_at, row.attempts, now, tried=False, wait=until - now
+                )
+                return message.id, held
+            if time.monotonic() >= batch.deadline:
+                return message.id, give_back(row, self.clock())
+            if channel == "mail":
+                await self.pacer.take()
+            failure = await self._attempt(channel, row)
+        now = self.clock()
+        if failure is None:
+            self.paused.pop(channel, None)
+        elif failure.relay_down and channel not in batch.down:
+            batch.down[channel] = failure
+            self._pause(channel, now)
+        settled = settle(failure, row.created_at, row.attempts + 1, now)
+        self._observe(row, channel, failure, settled)
         return message.id, settled
 
-    async def _attempt(self, row_id: UUID, channel: str, row: Claimed) -> DeliveryFailure | None:
+    async def _attempt(self, channel: str, row: Claimed) -> DeliveryFailure | None:
         try:
             return await self.transports[channel].send(row.message)
-        except Exception as exc:  # a transport bug: the message waits and retries
-            log.exception("outbox transport raised", extra={"fields": error_fields(exc)})
+        except Exception as exc:  # a transport bug: this message waits and retries
+            fields = {**error_fields(exc), "outbox_id": str(row.message.id), "channel": channel}
+            log.error("outbox transport raised", extra={"fields": fields})  # no traceback
             detail = f"the transport raised {type(exc).__name__}"
-            return DeliveryFailure(DeliveryErrorKind.CONNECTION, None, detail, relay_down=True)
+            return DeliveryFailure(DeliveryErrorKind.TEMPORARY, None, detail)
 
     def _observe(
         self, row: Claimed, channel: str, failure: DeliveryFailure | None, settled: Settled
@@ -188,7 +228,7 @@ class Drainer:
                 "channel": channel,
                 "error_kind": failure.kind.value,
                 "code": failure.code,
-                "attempts": row.attempts,
+                "attempts": row.attempts + 1,
                 "delivery_state": settled.state,
             }
             log.warning("outbox delivery attempt failed", extra={"fields": fields})
@@ -196,19 +236,23 @@ class Drainer:
     async def drain_batch(self) -> DrainSummary:
         """Claim one batch, send it, record the answers."""
         summary = DrainSummary()
-        if not self.channels:
+        now = self.clock()
+        channels = self.active_channels(now)
+        if not channels:
             return summary
-        claim: Claim = await claim_due(
-            self.pool(), self.channels, self.clock(), self.options.batch, self.options.lease
-        )
+        lease = self.options.lease
+        claim: Claim = await claim_due(self.pool(), channels, now, self.options.batch, lease)
         if not claim.rows:
             return summary
-        batch = _Batch({c: asyncio.Semaphore(t.sessions) for c, t in self.transports.items()})
+        sessions = {c: asyncio.Semaphore(t.sessions) for c, t in self.transports.items()}
+        batch = _Batch(sessions, time.monotonic() + lease.total_seconds() / 2)
         answers = await asyncio.gather(*(self._send(batch, row) for row in claim.rows))
         summary.recorded = await record(self.pool(), claim, list(answers))
         summary.claimed, summary.batches = len(claim.rows), 1
         for _, settled in answers:
-            setattr(summary, settled.state, getattr(summary, settled.state) + 1)
+            given_back = not settled.tried and settled.error is None
+            name = "released" if given_back else settled.state  # sent, retrying or failed
+            setattr(summary, name, getattr(summary, name) + 1)
         summary.more = len(claim.rows) >= self.options.batch
         return summary
 
@@ -221,6 +265,16 @@ class Drainer:
             if not summary.more:
                 break
         return total
+
+    async def next_due(self) -> datetime | None:
+        """When the earliest unsent message of an active channel is due, or a paused
+        channel resumes (None: nothing is waiting)."""
+        now = self.clock()
+        active = self.active_channels(now)
+        due = await next_delivery_due(self.pool(), active) if active else None
+        resumes = [until for until, _ in self.paused.values() if until > now]
+        found = [d for d in (due, *resumes) if d is not None]
+        return min(found) if found else None
 
     async def close(self) -> None:
         for transport in self.transports.values():
@@ -258,7 +312,7 @@ class DeliveryLoop:
         drainer = self.drainer
         try:
             summary = await drainer.drain(self.stopping.is_set)
-            due = await next_delivery_due(drainer.pool(), drainer.channels)
+            due = await drainer.next_due()
         except Exception as exc:
             self.failing += 1
             wait = doubling(FAILED_FIRST_S, FAILED_MAX_S, self.failing)

@@ -90,8 +90,11 @@ async def build_message(
     mime = EmailMessage(policy=SMTP)
     mime["From"] = mail_from
     mime["To"] = message.recipient
-    if message.reply_to and message.reply_to != mail_from:
-        mime["Reply-To"] = message.reply_to
+    # the organiser it was written for; a row queued before EVENTS_MAIL_FROM was set still
+    # names the organiser as its sender
+    reply_to = message.reply_to or message.sender
+    if reply_to and reply_to != mail_from:
+        mime["Reply-To"] = reply_to
     mime["Subject"] = " ".join(message.subject.split())  # a header never folds on user text
     mime["Date"] = now_date or format_datetime(datetime.now(UTC))
     mime["Message-ID"] = message.message_id

@@ -16,6 +16,7 @@ import email.policy
 import ssl
 import threading
 import time
+import warnings
 from collections.abc import Iterator
 from email.message import EmailMessage
 from pathlib import Path
@@ -41,6 +42,7 @@ class Sink:
         self.most_in_flight: dict[str, int] = {}
         self.arrivals: list[float] = []
         self.sessions = 0
+        self.logins: list[bool] = []  # each AUTH seen: True when it came over TLS
 
     async def handle_EHLO(
         self, server: Any, session: Any, envelope: Any, hostname: str, responses: list[str]
@@ -80,12 +82,15 @@ class Sink:
 
 
 class _Users:
-    def __init__(self, user: str, password: str) -> None:
+    def __init__(self, sink: Sink, user: str, password: str) -> None:
+        self.sink = sink
         self.user, self.password = user.encode(), password.encode()
 
     def __call__(
         self, server: Any, session: Any, envelope: Any, mechanism: str, data: Any
     ) -> AuthResult:
+        with self.sink.lock:
+            self.sink.logins.append(session.ssl is not None)  # was it encrypted?
         ok = isinstance(data, LoginPassword) and (data.login, data.password) == (
             self.user,
             self.password,
@@ -99,7 +104,9 @@ class _Server(SMTP):
     is left when it stops."""
 
     def __init__(self, sockets: set[asyncio.BaseTransport], *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+        with warnings.catch_warnings():  # AUTH over plain text is the point of `plain_auth`
+            warnings.filterwarnings("ignore", "Requiring AUTH while not requiring TLS")
+            super().__init__(*args, **kwargs)
         self._sockets = sockets
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -129,21 +136,27 @@ class _Controller(Controller):
 def smtp_sink(
     *,
     tls: trustme.CA | None = None,
+    implicit: bool = False,
     auth: tuple[str, str] | None = None,
+    plain_auth: bool = False,
+    utf8: bool = True,
     delay: float = 0.0,
 ) -> Iterator[tuple[Sink, int]]:
-    """A running sink on 127.0.0.1 (its handler and port); STARTTLS with a certificate
-    of `tls` for `localhost`, AUTH for the user `auth` (over TLS only)."""
+    """A running sink on 127.0.0.1 (its handler and port): with `tls`, a certificate of
+    that CA for `localhost`, offered by STARTTLS (or from the first byte when `implicit`);
+    AUTH for the user `auth`, over TLS only unless `plain_auth`; SMTPUTF8 unless `utf8`
+    is false."""
     handler = Sink(delay)
     port = free_port()
-    kwargs: dict[str, Any] = {"enable_SMTPUTF8": True, "timeout": 30}
+    kwargs: dict[str, Any] = {"enable_SMTPUTF8": utf8, "timeout": 30}
     if tls is not None:
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         tls.issue_cert("localhost", "127.0.0.1").configure_cert(context)
-        kwargs["tls_context"] = context
+        kwargs["ssl_context" if implicit else "tls_context"] = context
     if auth is not None:
-        kwargs["authenticator"] = _Users(*auth)
+        kwargs["authenticator"] = _Users(handler, *auth)
         kwargs["auth_required"] = True
+        kwargs["auth_require_tls"] = not plain_auth
     controller = _Controller(handler, hostname="127.0.0.1", port=port, **kwargs)
     controller.start()
     try:

@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from events_svc.settings import Settings
+from events_svc.verbs.delivery import claim_due
 from tests.probes.delivery.helpers import drainer, now, queue_mail, queue_sms, relay_settings
 from tests.probes.delivery.sink import smtp_sink
 from tests.probes.helpers import Api, api_status, company_client, make_event
@@ -134,10 +135,25 @@ async def test_retry_requeues_a_failed_message_which_is_then_sent(
         error = refused.json()["error"]
         assert error["code"] == "outbox_message_not_retryable"
         assert error["delivery_state"] == state
-    # the retried message goes out with its Message-ID
+    # a retrying message is due now too; one claimed by a drainer (sending) is not retried
+    retrying = by_state["retrying"]
+    again = await admin.post(f"/admin/outbox/{retrying['id']}/retry", headers=runner)
+    assert again.status_code == 200 and again.json()["delivery_state"] == "queued"
+    claim = await claim_due(pool, ["mail"], now(), 10, timedelta(minutes=5))
+    assert {str(r.message.id) for r in claim.rows} == {failed["id"], retrying["id"]}
+    busy = await admin.post(f"/admin/outbox/{retrying['id']}/retry", headers=runner)
+    assert busy.status_code == 409 and busy.json()["error"]["delivery_state"] == "sending"
+    async with pool.acquire() as conn:  # the claim gives them back, as a dead drainer would
+        await conn.execute(
+            "UPDATE event.outbox_messages SET next_attempt_at = now(), lease_until = now()"
+            " WHERE id = ANY($1::uuid[])",
+            [r.message.id for r in claim.rows],
+        )
+    # the retried messages go out with their Message-IDs
     with smtp_sink() as (sink, port):
         summary = await drainer(pool, relay_settings(settings, port)).drain()
-    assert summary.sent == 1 and sink.seen_ids == [failed["message_id"]]
+    assert summary.sent == 2
+    assert sorted(sink.seen_ids) == sorted([failed["message_id"], retrying["message_id"]])
     async with pool.acquire() as conn:
         audit = await conn.fetchrow(
             "SELECT verb, summary::text AS summary, event_id FROM event.event_audit_log"

@@ -167,23 +167,33 @@ async def test_a_dropped_connection_is_a_connection_failure_and_the_batch_waits(
     with smtp_sink() as (sink, port):
         sink.script = ["drop"]
         one_session = relay_settings(settings, port, smtp_concurrency=1)
-        summary = await drainer(pool, one_session).drain()
-    assert summary.retrying == 3
+        before = now()
+        drain = drainer(pool, one_session)
+        summary = await drain.drain()
+        await due_now(pool, *row_ids)
+        again = await drain.drain()  # the channel is paused in this drainer: no new try
+    assert (summary.retrying, again.claimed) == (3, 0)
     assert len(sink.seen_ids) == 1  # one attempt reached the relay; the rest waited
-    for row_id in row_ids:
-        found = await row(pool, row_id)
-        assert found["state"] == "retrying" and found["attempts"] == 1
-        assert _error(found)["kind"] == "connection"
+    found = [await row(pool, row_id) for row_id in row_ids]
+    assert [f["attempts"] for f in found] == [1, 0, 0]  # only the first was tried
+    for f in found:
+        assert f["state"] == "retrying" and _error(f)["kind"] == "connection"
+        assert f["last_error"] is not None and f["lease_until"] is None
+    resumes = drain.paused["mail"][0] - before
+    assert timedelta(seconds=59) < resumes < timedelta(seconds=65)  # a one-minute pause
 
 
 async def test_a_refused_connection_retries(pool: asyncpg.Pool, settings: Settings):
     from tests.probes.helpers import free_port
 
     [row_id] = await queue_mail(pool)
+    before = now()
     await drainer(pool, relay_settings(settings, free_port())).drain()
     found = await row(pool, row_id)
-    assert found["state"] == "retrying"
-    assert _error(found)["kind"] == "connection"
+    assert found["state"] == "retrying" and found["attempts"] == 1
+    assert _error(found)["kind"] == "connection" and _error(found)["code"] is None
+    waited = found["next_attempt_at"] - before
+    assert timedelta(seconds=59) < waited < timedelta(seconds=65)
 
 
 async def test_a_relay_stalled_past_the_timeout_is_a_timeout(
@@ -192,9 +202,12 @@ async def test_a_relay_stalled_past_the_timeout_is_a_timeout(
     [row_id] = await queue_mail(pool)
     with smtp_sink() as (sink, port):
         sink.script = ["stall"]
+        before = now()
         await drainer(pool, relay_settings(settings, port, smtp_timeout_s=1)).drain()
     found = await row(pool, row_id)
     assert found["state"] == "retrying" and found["attempts"] == 1
+    waited = found["next_attempt_at"] - before
+    assert timedelta(seconds=59) < waited < timedelta(seconds=67)
     assert _error(found) == {
         "kind": "timeout",
         "code": None,
@@ -400,5 +413,80 @@ async def test_a_broken_relay_costs_one_attempt_per_back_off_and_no_cpu(
         assert loop.passes == passes  # asleep until the first retry is due
     assert used < 0.01, f"{used:.1%} of a core while the relay is down"
     found = [await row(pool, i) for i in ids]
-    assert {f["state"] for f in found} == {"retrying"} and {f["attempts"] for f in found} == {1}
+    assert {f["state"] for f in found} == {"retrying"}
+    tried = sum(f["attempts"] for f in found)
+    assert 1 <= tried <= 4  # the sends begun before the relay was known down; no others
     assert {_error(f)["kind"] for f in found} == {"connection"}
+
+
+async def test_a_non_ascii_address_a_relay_cannot_carry_fails_alone(
+    pool: asyncpg.Pool, settings: Settings
+):
+    [accented] = await queue_mail(pool, recipient="zoë@example.org")
+    plain = await queue_mail(pool, 3, recipient="p{i}@example.org")
+    with smtp_sink(utf8=False) as (sink, port):  # no SMTPUTF8 offered
+        summary = await drainer(pool, relay_settings(settings, port)).drain()
+    assert (summary.sent, summary.failed) == (3, 1) and len(sink.accepted) == 3
+    found = await row(pool, accented)
+    assert found["state"] == "failed" and found["attempts"] == 1
+    assert _error(found)["kind"] == "permanent" and "SMTPUTF8" in _error(found)["detail"]
+    assert {(await row(pool, p))["state"] for p in plain} == {"sent"}
+
+
+async def test_credentials_never_travel_in_plain_text(pool: asyncpg.Pool, settings: Settings):
+    """A relay (or a man in the middle) that offers AUTH without STARTTLS gets nothing."""
+    [row_id] = await queue_mail(pool)
+    with smtp_sink(auth=("desk", "hunter22"), plain_auth=True) as (sink, port):
+        creds = SmtpRelay("127.0.0.1", port, username="desk", password="hunter22")
+        await drainer(pool, relay_settings(settings, port, smtp=creds)).drain()
+    assert sink.logins == [] and sink.seen_ids == []
+    found = await row(pool, row_id)
+    assert found["state"] == "retrying" and "STARTTLS" in _error(found)["detail"]
+    assert "hunter22" not in json.dumps(_error(found))
+
+
+async def test_smtps_is_tls_from_the_first_byte(
+    pool: asyncpg.Pool, settings: Settings, tmp_path: Path
+):
+    ca = trustme.CA()
+    [row_id] = await queue_mail(pool)
+    with smtp_sink(tls=ca, implicit=True) as (sink, port):
+        relay = SmtpRelay("localhost", port, implicit_tls=True)
+        tls = drainer(
+            pool, relay_settings(settings, port, smtp=relay, smtp_ca_file=ca_file(ca, tmp_path))
+        )
+        await tls.drain()
+        await tls.close()  # a TLS session is closed by its client, not left to the sink
+    assert (await row(pool, row_id))["state"] == "sent" and len(sink.accepted) == 1
+
+
+async def test_a_slow_batch_gives_back_what_it_could_not_start_within_half_its_lease(
+    pool: asyncpg.Pool, settings: Settings
+):
+    ids = await queue_mail(pool, 6, recipient="s{i}@example.org")
+    with smtp_sink(delay=0.4) as (sink, port):
+        slow = relay_settings(settings, port, smtp_concurrency=1)
+        hurried = drainer(pool, slow, lease=timedelta(seconds=2))
+        first = await hurried.drain()
+        await hurried.close()
+        assert first.sent >= 1 and first.released >= 1
+        assert first.sent + first.released == 6
+        given_back = [await row(pool, i) for i in ids]
+        untried = [f for f in given_back if f["state"] == "queued"]
+        assert len(untried) == first.released
+        assert all(f["attempts"] == 0 and f["lease_until"] is None for f in untried)
+        patient = drainer(pool, slow, lease=timedelta(seconds=30))
+        rest = await patient.drain()
+        await patient.close()
+    assert first.sent + rest.sent == 6
+    assert sorted(sink.seen_ids) == sorted(set(sink.seen_ids))  # none sent twice
+
+
+async def test_a_message_queued_before_the_sender_was_set_replies_to_its_organiser(
+    pool: asyncpg.Pool, settings: Settings
+):
+    await queue_mail(pool, mail_from="")  # held while EVENTS_MAIL_FROM was unset
+    with smtp_sink() as (sink, port):
+        await drainer(pool, relay_settings(settings, port)).drain()
+    [mail] = sink.accepted
+    assert mail["From"] == MAIL_FROM and mail["Reply-To"] == "organiser@example.org"

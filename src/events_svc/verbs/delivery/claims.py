@@ -3,12 +3,14 @@
 A claim is one short transaction: the due rows of the channels this process can send
 (`queued`, `retrying`, or `sending` whose lease ran out: a drainer that died holding them),
 oldest due first, `FOR UPDATE SKIP LOCKED` so that any number of processes claim disjoint
-rows; each becomes `sending` until `lease_until`, with one more attempt counted. The
-messages are then sent outside any transaction, and `record` writes every answer of a
-batch in one statement, only onto rows this claim still holds (same lease): a drainer
-whose lease ran out and whose rows were claimed again records nothing over the new holder.
-A process killed between the relay's answer and the record sends those messages again
-after the lease (at least once; the same `Message-ID`).
+rows; each becomes `sending` until `lease_until`. The messages are then sent outside any
+transaction, and `record` writes every answer of a batch in one statement, only onto rows
+this claim still holds (same lease): a drainer whose lease ran out and whose rows were
+claimed again records nothing over the new holder. `attempts` grows by one for each
+message actually tried; a message the drainer did not try (its relay went down earlier in
+the batch, or the batch ran out of time) is written back without an attempt. A process
+killed between the relay's answer and the record sends those messages again after the
+lease (at least once; the same `Message-ID`).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ _RETRIED = frozenset(
 
 _CLAIM = """
 WITH due AS (
-    SELECT id FROM event.outbox_messages
+    SELECT id, delivery_state AS was FROM event.outbox_messages
     WHERE delivery_state IN ('queued', 'retrying', 'sending') AND next_attempt_at <= $1
       AND channel = ANY($2::event.notification_channel[])
     ORDER BY next_attempt_at
@@ -38,19 +40,24 @@ WITH due AS (
     FOR UPDATE SKIP LOCKED
 )
 UPDATE event.outbox_messages o
-SET delivery_state = 'sending', attempts = o.attempts + 1, lease_until = $4,
+SET delivery_state = 'sending', lease_until = $4,
     next_attempt_at = $4  -- a lease that runs out makes the row due again
 FROM due WHERE o.id = due.id
 RETURNING o.id, o.channel::text AS channel, o.message_id, o.recipient, o.sender, o.reply_to,
-    o.subject, o.body, o.attachments, o.event_id, o.registration_id, o.created_at, o.attempts
+    o.subject, o.body, o.attachments, o.event_id, o.registration_id, o.created_at, o.attempts,
+    due.was::text AS was
 """
 _RECORD = """
 UPDATE event.outbox_messages o
 SET delivery_state = r.state::event.delivery_state, next_attempt_at = r.next_at,
-    sent_at = r.sent_at, last_error = r.error::jsonb, lease_until = NULL
-FROM unnest($1::uuid[], $2::text[], $3::timestamptz[], $4::timestamptz[], $5::text[])
-    AS r(id, state, next_at, sent_at, error)
-WHERE o.id = r.id AND o.delivery_state = 'sending' AND o.lease_until = $6
+    sent_at = r.sent_at, lease_until = NULL,
+    attempts = o.attempts + CASE WHEN r.tried THEN 1 ELSE 0 END,
+    -- a message given back untried keeps the error of its last attempt
+    last_error = CASE WHEN r.tried OR r.error IS NOT NULL THEN r.error::jsonb
+                      ELSE o.last_error END
+FROM unnest($1::uuid[], $2::text[], $3::timestamptz[], $4::timestamptz[], $5::text[],
+    $6::boolean[]) AS r(id, state, next_at, sent_at, error, tried)
+WHERE o.id = r.id AND o.delivery_state = 'sending' AND o.lease_until = $7
 """
 _NEXT_DUE = """
 SELECT min(next_attempt_at) FROM event.outbox_messages
@@ -61,11 +68,13 @@ WHERE delivery_state IN ('queued', 'retrying', 'sending')
 
 @dataclass(frozen=True)
 class Claimed:
-    """One message of a claim, with what the answer's rule needs."""
+    """One message of a claim, with what the answer's rule needs: the attempts made
+    before this claim, and the state it was claimed from."""
 
     message: QueuedMessage
     created_at: datetime
     attempts: int
+    was: str = "queued"
 
 
 @dataclass(frozen=True)
@@ -79,12 +88,13 @@ class Claim:
 @dataclass(frozen=True)
 class Settled:
     """What an answer makes of a row: its state, when it is due again (None once sent or
-    failed), its error."""
+    failed), its error, and whether the message was tried (one more attempt)."""
 
     state: str
     next_attempt_at: datetime | None
     sent_at: datetime | None
     error: dict[str, object] | None
+    tried: bool = True
 
 
 def retry_delay(attempts: int) -> timedelta:
@@ -94,11 +104,19 @@ def retry_delay(attempts: int) -> timedelta:
 
 
 def settle(
-    failure: DeliveryFailure | None, created_at: datetime, attempts: int, now: datetime
+    failure: DeliveryFailure | None,
+    created_at: datetime,
+    attempts: int,
+    now: datetime,
+    *,
+    tried: bool = True,
+    wait: timedelta | None = None,
 ) -> Settled:
-    """The one rule of an attempt's answer: accepted → `sent`; a temporary failure (a 4xx,
-    a refused or dropped connection, a timeout) → `retrying` with back-off, until 48 h
-    after the message was written, then `failed` (`expired`); anything else → `failed`."""
+    """The one rule of an answer: accepted → `sent`; a temporary failure (a 4xx, a refused
+    or dropped connection, a timeout) → `retrying` after `wait` (by default the back-off of
+    `attempts`, the attempts made so far), until 48 h after the message was written, then
+    `failed` (`expired`); anything else → `failed`. A message not tried because its relay
+    is down takes the relay's failure with `tried` false (no attempt counted)."""
     if failure is None:
         return Settled("sent", None, now, None)
     error: dict[str, object] = {
@@ -107,12 +125,22 @@ def settle(
         "detail": failure.detail[:300],
     }
     if failure.kind not in _RETRIED:
-        return Settled("failed", None, None, error)
+        return Settled("failed", None, None, error, tried)
     if now >= created_at + RETRY_WINDOW:
         last = f"{failure.kind.value}: {failure.detail}"[:250]
         expired = {**error, "kind": "expired", "detail": f"retried for 48 h; last {last}"}
-        return Settled("failed", None, None, expired)
-    return Settled("retrying", now + retry_delay(attempts), None, error)
+        return Settled("failed", None, None, expired, tried)
+    delay = wait if wait is not None else retry_delay(attempts)
+    return Settled("retrying", now + delay, None, error, tried)
+
+
+def give_back(row: Claimed, now: datetime) -> Settled:
+    """A claimed message the drainer did not try (its batch ran out of time): back to the
+    state it was claimed from, due now, its attempts and last error unchanged."""
+    state = row.was
+    if state == "sending":  # claimed from a drainer that died: as it was before that
+        state = "retrying" if row.attempts else "queued"
+    return Settled(state, now, None, None, tried=False)
 
 
 def _message(row: dict[str, object]) -> QueuedMessage:
@@ -141,7 +169,7 @@ async def claim_due(
     async with transaction(pool) as conn:
         rows = await conn.fetch(_CLAIM, now, channels, limit, lease_until)
     claimed = [
-        Claimed(_message(dict(r)), r["created_at"], r["attempts"])
+        Claimed(_message(dict(r)), r["created_at"], r["attempts"], r["was"])
         for r in sorted(rows, key=lambda r: (r["created_at"], r["id"]))
     ]
     return Claim(lease_until, claimed)
@@ -152,16 +180,17 @@ async def record(pool: Pool, claim: Claim, answers: list[tuple[UUID, Settled]]) 
     held (a row whose lease ran out and was claimed again is left to its new holder)."""
     if not answers:
         return 0
-    ids, states, next_at, sent_at, errors = [], [], [], [], []
+    ids, states, next_at, sent_at, errors, tried = [], [], [], [], [], []
     for row_id, settled in answers:
         ids.append(row_id)
         states.append(settled.state)
         next_at.append(settled.next_attempt_at)
         sent_at.append(settled.sent_at)
         errors.append(json.dumps(settled.error) if settled.error is not None else None)
+        tried.append(settled.tried)
     async with transaction(pool) as conn:
         status = await conn.execute(
-            _RECORD, ids, states, next_at, sent_at, errors, claim.lease_until
+            _RECORD, ids, states, next_at, sent_at, errors, tried, claim.lease_until
         )
     return affected(status)
 
