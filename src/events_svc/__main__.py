@@ -241,8 +241,7 @@ def delivery_notice(settings: Settings) -> list[str]:
 def cmd_outbox(settings: Settings, args: argparse.Namespace) -> int:
     """`outbox drain --once`: claim and send every due message now, then print the summary
     as JSON (exit 1 when no transport is configured)."""
-    ports = standalone_ports(settings=settings)
-    if not ports.transports:
+    if not standalone_ports(settings=settings).transports:
         print(
             "events-svc: nothing can be sent: set EVENTS_SMTP_URL (and EVENTS_MAIL_FROM) or "
             "EVENTS_SMS_GATEWAY_URL",
@@ -251,6 +250,7 @@ def cmd_outbox(settings: Settings, args: argparse.Namespace) -> int:
         return 1
 
     async def drain(pool: Any) -> dict[str, Any]:
+        ports = standalone_ports(settings=settings, database=lambda: pool)
         drainer = Drainer(
             lambda: pool, ports.transports, DrainOptions.from_settings(settings), _now
         )

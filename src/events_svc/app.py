@@ -277,7 +277,7 @@ def create_app(
     )
     # No ports given: the standalone composition (template store, outbox queue). A host
     # passes its own Ports; `Ports()` alone is the refusing defaults, loud on every send.
-    ctx.ports = ports if ports is not None else standalone_ports(settings=settings)
+    ctx.ports = ports if ports is not None else standalone_ports(settings=settings, database=ctx.db)
     COMBINER.max_batch = settings.register_batch_max  # the register verb's batches
     app.state.events = ctx
     install_error_handlers(app)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from email.utils import parseaddr
 from typing import Any
@@ -22,12 +23,14 @@ from uuid import UUID, uuid4
 
 import jinja2
 
-from events_svc import templating
+from events_svc import errors, templating
 from events_svc.adapters.lead_webhook import lead_sink_from
 from events_svc.adapters.sms_gateway import SmsGatewayTransport
 from events_svc.adapters.smtp import SmtpTransport
+from events_svc.db import Pool
 from events_svc.ports import (
     Attachment,
+    AttachmentUnavailable,
     MailErrorKind,
     MailRefused,
     OutgoingMessage,
@@ -40,6 +43,7 @@ from events_svc.ports import (
     Transport,
 )
 from events_svc.settings import Settings
+from events_svc.verbs.public import registration_tickets_pdf
 
 _TEMPLATE = """
 SELECT subject, body, revision, attach_tickets FROM event.message_templates
@@ -282,16 +286,35 @@ def transports_from(settings: Settings, tickets: TicketsPdf) -> tuple[Transport,
     return tuple(found)
 
 
+class StoreTicketsPdf:
+    """The attendee's tickets PDF for a mail that references it, rendered from the rows
+    when the message is sent (`verbs.public.registration_tickets_pdf`); a registration
+    that holds no ticket any more makes the message fail as `render`."""
+
+    def __init__(self, database: Callable[[], Pool]) -> None:
+        self.database = database
+
+    async def tickets_pdf(self, registration_id: UUID) -> bytes:
+        try:
+            return await registration_tickets_pdf(self.database(), registration_id)
+        except errors.NoActiveTickets:
+            raise AttachmentUnavailable("the registration holds no ticket now") from None
+
+
 def standalone_ports(
     base: Ports | None = None,
     settings: Settings | None = None,
     tickets: TicketsPdf | None = None,
+    database: Callable[[], Pool] | None = None,
 ) -> Ports:
     """The standalone composition: store renderer and outbox queue (partner directory kept);
     with `settings`, the lead webhook when `EVENT_LEAD_WEBHOOK_URL` is set (else the base's
     lead sink, by default the refusing one) and the outbox's transports (`tickets` renders
-    the tickets PDFs that mails reference; by default none can be)."""
+    the tickets PDFs that mails reference: by default the store's, from `database`, or
+    none without one)."""
     keep = base or Ports()
+    if tickets is None and database is not None:
+        tickets = StoreTicketsPdf(database)
     mail_from = settings.mail_from if settings is not None else ""
     domain = message_id_domain(mail_from or (settings.mail_sender if settings else ""))
     return Ports(

@@ -27,6 +27,13 @@ class EventNotPublished(DomainError):
     status = 404
 
 
+class NoActiveTickets(DomainError):
+    """The link's registrations are all cancelled or drafts: no ticket to print."""
+
+    code = "no_active_tickets"
+    status = 404
+
+
 class NotFound(DomainError):
     """No such object."""
 

@@ -107,5 +107,9 @@ class MyTicket(View):
 
 
 class MyTicketsView(View):
+    """`ics_url`: the event's calendar link; `tickets_pdf_url`: the printable tickets."""
+
     event: MyTicketsEvent
     registrations: list[MyTicket]
+    ics_url: str
+    tickets_pdf_url: str

@@ -11,10 +11,11 @@ intake's client and link windows count before its body is even read.
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from uuid import UUID
 
 from fastapi import APIRouter, Request, Response, status
+from fastapi.responses import HTMLResponse
 from fastapi.routing import APIRoute
 
 from events_svc import errors
@@ -33,6 +34,7 @@ from events_svc.models import (
     json_error_responses,
 )
 from events_svc.routes.deps import Ctx, ServiceContext, answer, require, service_context
+from events_svc.routes.tickets_page import PAGE_POLICY, render_page
 from events_svc.verbs import public as verbs
 
 Mint = Annotated[Actor, require("capability:mint")]
@@ -117,10 +119,26 @@ async def public_ics(ctx: Ctx, request: Request, capability: str) -> Response:
     )
 
 
+def _wants_page(request: Request, format: str | None) -> bool:
+    """A browser asking for HTML gets the page; any other client (or `?format=json`) the
+    JSON."""
+    if format == "json":
+        return False
+    accepted = request.headers.get("accept", "")
+    return "text/html" in accepted.lower()
+
+
 @router.get(
-    f"{MY_TICKETS_PATH}/{{capability}}", name="public_my_tickets", response_model=MyTicketsView
+    f"{MY_TICKETS_PATH}/{{capability}}",
+    name="public_my_tickets",
+    response_model=MyTicketsView,
+    responses={200: {"content": {"text/html": {"schema": {"type": "string"}}}}},
 )
-async def public_my_tickets(ctx: Ctx, request: Request, capability: str) -> Response:
+async def public_my_tickets(
+    ctx: Ctx, request: Request, capability: str, format: Literal["json"] | None = None
+) -> Response:
+    """The attendee's tickets: an HTML page for a browser (`Accept: text/html`), the JSON
+    otherwise or with `?format=json`."""
     if ctx.throttle is not None:  # one person's link: one window, whoever sends
         await ctx.throttle.check_link(request, "my-tickets", capability)
     _secret_set(ctx)
@@ -129,7 +147,38 @@ async def public_my_tickets(ctx: Ctx, request: Request, capability: str) -> Resp
     )
     for item in view["registrations"]:
         item["ics_url"] = _url(request, "public_ics", item.pop("ics_token"))
+    view["ics_url"] = _url(request, "public_ics", view.pop("ics_token"))
+    view["tickets_pdf_url"] = _url(request, "public_my_tickets_pdf", capability)
+    if _wants_page(request, format):
+        page = await render_page(view, view["ics_url"], view["tickets_pdf_url"])
+        return HTMLResponse(page, headers={"Content-Security-Policy": PAGE_POLICY})
     return answer(MyTicketsView, view)
+
+
+class PdfResponse(Response):
+    media_type = "application/pdf"
+
+
+@router.get(
+    f"{MY_TICKETS_PATH}/{{capability}}/tickets.pdf",
+    name="public_my_tickets_pdf",
+    response_class=PdfResponse,
+    responses={
+        200: {"description": "One A6 page per open or done registration of the link"},
+        **json_error_responses(*PUBLIC_ERRORS),
+    },
+)
+async def public_tickets_pdf(ctx: Ctx, request: Request, capability: str) -> Response:
+    """The link's tickets to print (404 `no_active_tickets` when none is left)."""
+    if ctx.throttle is not None:  # the same window as the link's page
+        await ctx.throttle.check_link(request, "my-tickets", capability)
+    _secret_set(ctx)
+    body = await verbs.tickets_pdf(ctx.db(), ctx.codec, capability, ctx.clock())
+    return Response(
+        body,
+        media_type="application/pdf",
+        headers={"Content-Disposition": 'inline; filename="tickets.pdf"'},
+    )
 
 
 @intake_router.post(

@@ -23,6 +23,7 @@ from events_svc import errors
 from events_svc.actors import Actor
 from events_svc.capabilities import ICS, INTAKE, MY_TICKETS, CapabilityCodec
 from events_svc.db import Pool, connection, transaction
+from events_svc.documents import TicketPage, render_off_loop, span
 from events_svc.models import AttendeeInput
 from events_svc.verbs.audit import write_audit
 from events_svc.verbs.common import in_zone
@@ -238,8 +239,9 @@ def _calendar(
 async def my_tickets(
     pool: Pool, codec: CapabilityCodec, token: str, now: datetime, ics_ttl_s: int
 ) -> dict[str, Any]:
-    """The attendee's tickets (archived or moved registrations left out); each carries
-    `ics_token`, a fresh calendar link of its event (or slot)."""
+    """The attendee's tickets (archived or moved registrations left out); the answer and
+    each registration carry `ics_token`, a fresh calendar link of the event (of its slot
+    for a registration with one)."""
     payload = codec.open(MY_TICKETS, token, now)
     event_id = _event_id(payload)
     assert payload is not None
@@ -253,7 +255,9 @@ async def my_tickets(
     if event is None or not event["active"] or not rows:
         raise errors.EventNotPublished()
     tz = ZoneInfo(event["date_tz"])
+    expires = now + timedelta(seconds=ics_ttl_s)
     return {
+        "ics_token": codec.mint(ICS, {"e": str(event_id), "s": None}, expires),
         "event": {
             "id": event["id"],
             "name": event["name"],
@@ -286,12 +290,86 @@ async def my_tickets(
                         "e": str(event_id),
                         "s": str(r["event_slot_id"]) if r["event_slot_id"] else None,
                     },
-                    now + timedelta(seconds=ics_ttl_s),
+                    expires,
                 ),
             }
             for r in rows
         ],
     }
+
+
+PRINTABLE = frozenset({"open", "done"})  # the states a ticket is printed (and scanned) for
+_TICKET_OF = """
+SELECT r.id, r.event_id, r.name, r.state::text AS state, r.barcode, r.event_ticket_id,
+    t.name AS ticket_name, r.event_slot_id, s.date_begin AS slot_begin, s.date_end AS slot_end
+FROM event.registrations r
+LEFT JOIN event.tickets t ON t.id = r.event_ticket_id
+LEFT JOIN event.slots s ON s.id = r.event_slot_id
+WHERE r.id = $1 AND r.active
+"""
+
+
+def ticket_pages(event: Any, rows: list[Any]) -> list[TicketPage]:
+    """The printable tickets of these registrations (`open` or `done`), in their order."""
+    tz = ZoneInfo(event["date_tz"])
+    pages = []
+    for r in rows:
+        if r["state"] not in PRINTABLE:
+            continue
+        slot = ""
+        if r["event_slot_id"]:
+            slot = span(in_zone(r["slot_begin"], tz), in_zone(r["slot_end"], tz), event["date_tz"])
+        pages.append(
+            TicketPage(
+                event=event["name"],
+                when=span(
+                    in_zone(event["date_begin"], tz),
+                    in_zone(event["date_end"], tz),
+                    event["date_tz"],
+                ),
+                location=event["location"] or "",
+                attendee=r["name"],
+                ticket=r["ticket_name"] or "",
+                slot=slot,
+                barcode=r["barcode"],
+            )
+        )
+    return pages
+
+
+async def tickets_pdf(pool: Pool, codec: CapabilityCodec, token: str, now: datetime) -> bytes:
+    """The tickets PDF of a my-tickets link: one A6 page per `open` or `done` registration
+    (the link's rules as the page's: a uniform 404 for an unknown, tampered or archived
+    one); 404 `no_active_tickets` when none is left. Rendered off the event loop."""
+    payload = codec.open(MY_TICKETS, token, now)
+    event_id = _event_id(payload)
+    assert payload is not None
+    try:
+        ids = [UUID(str(i)) for i in payload.get("r", [])]
+    except ValueError:
+        raise errors.EventNotPublished() from None
+    async with connection(pool) as conn:
+        event = await conn.fetchrow(_EVENT, event_id)
+        rows = await conn.fetch(_TICKETS_OF, ids, event_id) if event else []
+    if event is None or not event["active"] or not rows:
+        raise errors.EventNotPublished()
+    pages = ticket_pages(event, rows)
+    if not pages:
+        raise errors.NoActiveTickets("None of these registrations holds a ticket now.")
+    return await render_off_loop(pages, title=f"Tickets · {event['name']}")
+
+
+async def registration_tickets_pdf(pool: Pool, registration_id: UUID) -> bytes:
+    """The tickets PDF of one registration (a mail's attachment); 404 `no_active_tickets`
+    when it is not `open` or `done` (or no longer active)."""
+    async with connection(pool) as conn:
+        row = await conn.fetchrow(_TICKET_OF, registration_id)
+        event = await conn.fetchrow(_EVENT, row["event_id"]) if row else None
+    pages = ticket_pages(event, [row]) if row is not None and event is not None else []
+    if not pages:
+        raise errors.NoActiveTickets("This registration holds no ticket now.")
+    assert event is not None
+    return await render_off_loop(pages, title=f"Tickets · {event['name']}")
 
 
 async def intake_event(pool: Pool, codec: CapabilityCodec, key: str, now: datetime) -> UUID:

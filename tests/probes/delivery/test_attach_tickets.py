@@ -4,16 +4,21 @@ message is sent; without a renderer the message fails visibly as `render`."""
 
 from __future__ import annotations
 
+import asyncio
+import io
 import uuid
 from datetime import timedelta
 
 import asyncpg
 import httpx
+from pypdf import PdfReader
 
+from events_svc.adapters.standalone import StoreTicketsPdf
 from events_svc.settings import Settings
 from tests.probes.delivery.helpers import drainer, relay_settings
 from tests.probes.delivery.sink import smtp_sink
 from tests.probes.helpers import BEGIN, Api, api_status, make_event, register, run, scheduler
+from tests.probes.tickets.readback import pdf_qr_texts
 
 PDF = b"%PDF-1.4\n1 0 obj<</Type/Catalog>>endobj\ntrailer<</Root 1 0 R>>\n%%EOF\n"
 
@@ -112,3 +117,26 @@ async def test_without_a_tickets_renderer_the_message_fails_as_render(
     assert message["delivery_state"] == "failed"
     assert message["last_error"]["kind"] == "render"
     assert "tickets" in message["last_error"]["detail"]
+
+
+async def test_the_standalone_composition_attaches_the_attendees_real_tickets(
+    api: Api, admin: httpx.AsyncClient, pool: asyncpg.Pool, settings: Settings
+):
+    event = await make_event(admin)
+    registration = await register(admin, event["id"], "Анна")
+    template = await admin.post(
+        "/admin/templates",
+        json={"name": "T", "subject": "Ticket", "body": "Hi", "attach_tickets": True},
+    )
+    await scheduler(admin, event["id"], template.json()["id"])
+    await run(api, BEGIN - timedelta(hours=12))
+    with smtp_sink() as (sink, port):
+        tickets = StoreTicketsPdf(lambda: pool)  # what serve composes
+        summary = await drainer(pool, relay_settings(settings, port), tickets).drain()
+    assert summary.sent == 1
+    [mail] = sink.accepted
+    [pdf] = [p for p in mail.iter_attachments() if p.get_content_type() == "application/pdf"]
+    reader = PdfReader(io.BytesIO(pdf.get_content()))
+    assert len(reader.pages) == 1 and "Анна" in reader.pages[0].extract_text()
+    barcode = (await admin.get(f"/admin/registrations/{registration}")).json()["barcode"]
+    assert await asyncio.to_thread(pdf_qr_texts, pdf.get_content()) == [[barcode]]
