@@ -35,6 +35,7 @@ from events_svc.observability import CrashGuard, JsonFormatter, PoolCollector, R
 from events_svc.ports import Ports
 from events_svc.routes import (
     attendance,
+    badges,
     booths,
     desk,
     dispatch,
@@ -78,6 +79,7 @@ def admin_router() -> APIRouter:
     router.include_router(leads.router)
     router.include_router(desk.router)
     router.include_router(exports.router)
+    router.include_router(badges.router)
     router.include_router(attendance.router)
     router.include_router(operations.router)
     router.include_router(dispatch.router)

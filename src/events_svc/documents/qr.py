@@ -25,17 +25,13 @@ def qr_svg(payload: str, label: str) -> str:
     return svg.replace("<svg ", f'<svg role="img" aria-label="{escape(label)}" ', 1)
 
 
-def draw_qr(canvas: Any, payload: str, x: float, y: float, size: float) -> None:
-    """Draw the code (quiet zone included) in the square of side `size` whose lower left
-    corner is (x, y): one filled rectangle per horizontal run of dark modules."""
+def qr_squares(payload: str, x: float, y: float, size: float) -> list[tuple[float, ...]]:
+    """The dark squares of the code drawn in the square of side `size` whose lower left
+    corner is (x, y), quiet zone included: one rectangle (x, y, w, h) per horizontal run
+    of dark modules. Both PDF writers draw these."""
     matrix = _code(payload).matrix
-    modules = len(matrix) + 2 * QUIET
-    unit = size / modules
-    canvas.saveState()
-    canvas.setFillColorRGB(1, 1, 1)
-    canvas.rect(x, y, size, size, stroke=0, fill=1)
-    canvas.setFillColorRGB(0, 0, 0)
-    path = canvas.beginPath()
+    unit = size / (len(matrix) + 2 * QUIET)
+    squares: list[tuple[float, ...]] = []
     for row, line in enumerate(matrix):
         top = y + size - (row + QUIET + 1) * unit
         col = 0
@@ -46,6 +42,18 @@ def draw_qr(canvas: Any, payload: str, x: float, y: float, size: float) -> None:
             start = col
             while col < len(line) and line[col]:
                 col += 1
-            path.rect(x + (start + QUIET) * unit, top, (col - start) * unit, unit)
+            squares.append((x + (start + QUIET) * unit, top, (col - start) * unit, unit))
+    return squares
+
+
+def draw_qr(canvas: Any, payload: str, x: float, y: float, size: float) -> None:
+    """Draw the code on a reportlab canvas (a white square, then the dark runs)."""
+    canvas.saveState()
+    canvas.setFillColorRGB(1, 1, 1)
+    canvas.rect(x, y, size, size, stroke=0, fill=1)
+    canvas.setFillColorRGB(0, 0, 0)
+    path = canvas.beginPath()
+    for square in qr_squares(payload, x, y, size):
+        path.rect(*square)
     canvas.drawPath(path, stroke=0, fill=1)
     canvas.restoreState()

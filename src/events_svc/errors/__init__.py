@@ -66,6 +66,7 @@ from events_svc.errors.exports import (
     ExportColumnUnknown,
     ExportConfirmationInvalid,
     ExportTooLarge,
+    TooManyBadges,
 )
 from events_svc.errors.invalid import (
     AnswerInvalid,
@@ -229,6 +230,7 @@ __all__ = [
     "TemplateVariableUnknown",
     "TicketHasRegistrations",
     "TicketNotInEvent",
+    "TooManyBadges",
     "TriggerPurposeUnknown",
     "Unauthenticated",
     "UnknownField",

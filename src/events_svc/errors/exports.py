@@ -54,3 +54,10 @@ class ExportTooLarge(DomainError):
 
     code = "export_too_large"
     status = 422
+
+
+class TooManyBadges(DomainError):
+    """One badge sheet holds at most 5 000 badges: filter by ticket, slot or state."""
+
+    code = "too_many_badges"
+    status = 422
