@@ -147,6 +147,7 @@ CASES: dict[str, Call | tuple[Call, ...]] = {
     "DELETE /admin/templates/{template_id}": Call(),
     "GET /admin/outbox": Call(params={"event_id": "{event}"}, expect="list"),
     "GET /admin/outbox/summary": Call(params={"event_id": "{event}"}),
+    "GET /admin/events/{event_id}/badges.pdf": Call(),
     "POST /admin/outbox/{message_id}/retry": Call(),  # B's failed message stays failed
     # sale seam: an order id is the company's own; another company's is an unknown order
     "POST /admin/seam/orders/paid": Call(body={"order_id": "{order}"}, expect="same"),

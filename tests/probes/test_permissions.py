@@ -1,7 +1,8 @@
 """The permissions table in docs/permissions.md is the routes' own: every admin route needs
 exactly one scope of its own, a route that discloses attendee data also
-`registration:pii`, and the table lists them all (EVENTS_WRITE_PERMISSIONS_DOC=1 rewrites
-it from the app)."""
+`registration:pii` (or, for a route whose whole answer is names, such as the badges,
+`registration:pii` alone), and the table lists them all (EVENTS_WRITE_PERMISSIONS_DOC=1
+rewrites it from the app)."""
 
 from __future__ import annotations
 
@@ -18,9 +19,10 @@ from tests.probes.helpers import API
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "permissions.md"
 SECTION = "## Scope → routes\n"
-# asked by `pii=full` on the reads, and as a SECOND scope by a route that discloses
-# attendee data (minting a my-tickets link); never a route's own scope
+# asked by `pii=full` on the reads, as a SECOND scope by a route that discloses attendee
+# data (minting a my-tickets link), and as the only scope of the routes that print names
 PII = "registration:pii"
+PII_ROUTES = {"`GET` `/admin/events/{event_id}/badges.pdf`"}
 
 
 def _scopes(dependant: Dependant) -> list[str]:
@@ -58,7 +60,8 @@ def _section(by_scope: dict[str, list[str]]) -> str:
 
 async def test_every_admin_route_needs_its_scopes_and_the_document_lists_them(app: Any):
     by_scope = _table(app)
-    assert set(by_scope) <= SCOPES - {PII, "*"}
+    assert set(by_scope) <= SCOPES - {"*"}
+    assert set(by_scope.get(PII, [])) == PII_ROUTES
     tickets = "`POST` `/admin/events/{event_id}/capabilities/my-tickets` (and `registration:pii`)"
     assert tickets in by_scope["capability:mint"]  # its link shows full names
     expected = _section(by_scope)
