@@ -18,6 +18,7 @@ from uuid import UUID
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from fastapi import APIRouter, Request
+from fastapi.responses import StreamingResponse
 from pydantic import ValidationError
 
 from events_svc import errors
@@ -35,6 +36,7 @@ from events_svc.console.web import (
 )
 from events_svc.models import PublishBody
 from events_svc.routes.deps import ServiceContext
+from events_svc.verbs import badges
 from events_svc.verbs.events import catalog, lifecycle, publication, tickets
 from events_svc.verbs.events import records as verbs
 
@@ -288,6 +290,12 @@ async def detail_page(
         can_mark_done=not (stage and stage["pipe_end"]),
         can_write=actor.has("event:write"),
         publish_value=publish_value,
+        can_print_badges=actor.has("registration:pii"),
+        badge_tickets=[("", "Any ticket")]
+        + [(str(t["id"]), t["name"]) for t in ticket_rows["items"]],
+        badge_slots=[("", "Any slot")]
+        + [(str(s["id"]), when(s["date_begin"], tz)) for s in slot_rows],
+        badge_format=BADGE_FORMATS.get(event["badge_format"], event["badge_format"]),
     )
 
 
@@ -391,3 +399,46 @@ async def mark_done(
         lambda: lifecycle.mark_event_done(ctx.db(), actor, event_id, ctx.clock()),
         "marked_done",
     )
+
+
+Pii = Annotated[Actor, needs("registration:pii")]
+BADGE_FORMATS = {
+    "A6": "A6, one badge a page",
+    "A4_french_fold": "A4 folded in two, one badge a page",
+    "four_per_sheet": "A4, four badges a sheet",
+}
+
+
+@router.get("/events/{event_id}/badges.pdf")
+async def print_badges(request: Request, ctx: StudioCtx, actor: Pii, event_id: UUID) -> Any:
+    """GET /admin/events/{id}/badges.pdf from the event page's form: the same verb, the
+    same checks, audit and stream; a refusal shows on the event page."""
+    values = request.query_params
+    states = tuple(s for s in values.getlist("state") if s) or badges.DEFAULT_STATES
+    problems: list[FieldError] = []
+    ids: dict[str, UUID | None] = {}
+    for name in ("event_ticket_id", "event_slot_id"):
+        raw = query_text(values, name, 40)
+        try:
+            ids[name] = UUID(raw) if raw else None
+        except ValueError:
+            problems.append(FieldError("Choose one of the list.", "validation_failed", name))
+    if any(s not in {"draft", "open", "done", "cancel"} for s in states):
+        problems.append(FieldError("Choose among the states.", "validation_failed", "state"))
+    if not problems:
+        filters = badges.BadgeFilters(
+            states=states, ticket_id=ids["event_ticket_id"], slot_id=ids["event_slot_id"]
+        )
+        try:
+            sheet = await badges.start_badges(ctx.db(), actor, event_id, filters)
+        except errors.DomainError as exc:
+            if exc.status != 422:
+                raise
+            problems = refusal_errors(exc)
+        else:
+            return StreamingResponse(
+                sheet.chunks(),
+                media_type="application/pdf",
+                headers={"Content-Disposition": f'inline; filename="badges-{event_id}.pdf"'},
+            )
+    return await detail_page(request, ctx, actor, event_id, problems=problems, status_code=422)

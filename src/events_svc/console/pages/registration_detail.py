@@ -16,7 +16,7 @@ from typing import Annotated, Any
 from uuid import UUID
 
 from fastapi import APIRouter, Request
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, RedirectResponse
 from pydantic import ValidationError
 
 from events_svc import errors
@@ -35,6 +35,7 @@ from events_svc.console.web import (
 )
 from events_svc.models import REGISTRATION_WRITABLE, ReasonBody, RegistrationPatch
 from events_svc.routes.deps import Cursor, ServiceContext, parse_if_match, pii_full
+from events_svc.verbs import public
 from events_svc.verbs.events import get_event, tickets
 from events_svc.verbs.registrations import corrections, revisions
 from events_svc.verbs.registrations import records as verbs
@@ -169,6 +170,9 @@ async def render_detail(
         can_correct=actor.has("registration:correct"),
         can_lifecycle=actor.has("registration:lifecycle"),
         can_reveal=actor.has("registration:pii"),
+        can_open_tickets=actor.has("capability:mint")
+        and actor.has("registration:pii")
+        and ctx.codec.configured,
         hide_url=f"{base_path(request)}/registrations/{registration_id}",
     )
 
@@ -357,3 +361,26 @@ async def reactivate(
     form: Posted,
 ) -> Any:
     return await _lifecycle(request, ctx, actor, registration_id, form, reactivate=True)
+
+
+Minter = Annotated[Actor, needs("capability:mint")]
+
+
+@router.post("/registrations/{registration_id}/tickets-page")
+async def tickets_page(
+    request: Request,
+    ctx: StudioCtx,
+    registration_id: UUID,
+    actor: Minter,
+    form: Posted,
+) -> Any:
+    """The attendee's tickets page: a my-tickets link minted for this registration (the
+    API's mint: `capability:mint` and `registration:pii`, audited), then a 303 to it."""
+    del form  # CSRF-checked; the command has no fields
+    if not ctx.codec.configured:
+        raise errors.CapabilitySecretNotConfigured()
+    reg = await verbs.get_registration(ctx.db(), actor, registration_id, pii_full=False)
+    token = await public.mint_my_tickets(
+        ctx.db(), actor, ctx.codec, reg["event_id"], [registration_id]
+    )
+    return RedirectResponse(str(request.url_for("public_my_tickets", capability=token)), 303)
