@@ -42,6 +42,10 @@ Part 9. The outbox drainer (`bench/delivery.py`): N queued mails (`--delivery N`
 50 recipient domains sent to a local SMTP sink, no rate limit, against a plain aiosmtplib
 loop with as many reused sessions in the same run; messages per second and their ratio.
 
+Part 10. Documents (`bench/documents.py`): N badges (`--badges N`, 5 000) of one event printed
+four per sheet through the badges verb, with the peak memory of the print at N and N/10;
+the median render time of one registration's tickets PDF.
+
 Database: EVENTS_BENCH_ADMIN_URL (a superuser URL) or a fresh embedded PostgreSQL.
 """
 
@@ -71,6 +75,7 @@ from bench.common import (
     with_db,
 )
 from bench.delivery import DELIVERY_HEADER, delivery_run
+from bench.documents import DOCUMENTS_HEADER, documents_run
 from bench.export import EXPORT_HEADER, export_run
 from bench.leads import LEADS_HEADER, leads_run
 from bench.operations import OPERATIONS_HEADER, operations_run
@@ -297,6 +302,12 @@ def main() -> None:
         default=10_000,
         help="queued mails of the outbox drainer benchmark (0 skips it)",
     )
+    parser.add_argument(
+        "--badges",
+        type=int,
+        default=5_000,
+        help="badges of the documents benchmark (0 skips it)",
+    )
     args = parser.parse_args()
     sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
     concurrency = [int(x) for x in args.concurrency.split(",")]
@@ -362,6 +373,11 @@ def main() -> None:
             lines = asyncio.run(delivery_run(admin_url, args.delivery))
             print(f"\nThe outbox drainer, {args.delivery:,} mails to a local SMTP sink, no rate:")
             print(DELIVERY_HEADER)
+            print("\n".join(lines))
+        if args.badges:
+            lines = asyncio.run(documents_run(admin_url, args.badges))
+            print(f"\nDocuments: {args.badges:,} badges and one registration's tickets PDF:")
+            print(DOCUMENTS_HEADER)
             print("\n".join(lines))
 
 

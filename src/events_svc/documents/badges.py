@@ -54,7 +54,7 @@ def _lines(
 
 def _qr(page: Page, payload: str, x: float, y: float, size: float) -> None:
     page.gray(0)
-    for square in qr_squares(payload, x, y, size):
+    for square in qr_squares(payload, x, y, size, bulk=True):
         page.fill_rect(*square)
 
 

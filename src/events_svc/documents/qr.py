@@ -12,8 +12,11 @@ import segno
 QUIET = 4  # modules of white around the code (the QR standard's quiet zone)
 
 
-def _code(payload: str) -> segno.QRCode:
-    return segno.make_qr(payload, error="m", boost_error=False)
+def _code(payload: str, *, bulk: bool = False) -> segno.QRCode:
+    """The code of `payload`. The encoder picks the mask that scans best by default;
+    `bulk` (a sheet of thousands of badges) uses mask 0 instead, ten times faster, still a
+    standard symbol every reader decodes."""
+    return segno.make_qr(payload, error="m", boost_error=False, mask=0 if bulk else None)
 
 
 def qr_svg(payload: str, label: str) -> str:
@@ -25,11 +28,13 @@ def qr_svg(payload: str, label: str) -> str:
     return svg.replace("<svg ", f'<svg role="img" aria-label="{escape(label)}" ', 1)
 
 
-def qr_squares(payload: str, x: float, y: float, size: float) -> list[tuple[float, ...]]:
+def qr_squares(
+    payload: str, x: float, y: float, size: float, *, bulk: bool = False
+) -> list[tuple[float, ...]]:
     """The dark squares of the code drawn in the square of side `size` whose lower left
     corner is (x, y), quiet zone included: one rectangle (x, y, w, h) per horizontal run
     of dark modules. Both PDF writers draw these."""
-    matrix = _code(payload).matrix
+    matrix = _code(payload, bulk=bulk).matrix
     unit = size / (len(matrix) + 2 * QUIET)
     squares: list[tuple[float, ...]] = []
     for row, line in enumerate(matrix):

@@ -377,8 +377,16 @@ async def tickets_page(
     """The attendee's tickets page: a my-tickets link minted for this registration (the
     API's mint: `capability:mint` and `registration:pii`, audited), then a 303 to it."""
     del form  # CSRF-checked; the command has no fields
-    if not ctx.codec.configured:
-        raise errors.CapabilitySecretNotConfigured()
+    if not actor.has("registration:read"):  # the page it comes back to reads the row
+        raise errors.MissingScope(
+            "This needs the registration:read scope.", scope="registration:read"
+        )
+    if not ctx.codec.configured:  # the page offers no button then; say why on the page
+        unset = errors.CapabilitySecretNotConfigured()
+        problem = FieldError(unset.detail, unset.code)
+        return await render_detail(
+            request, ctx, actor, registration_id, problems=[problem], status_code=409
+        )
     reg = await verbs.get_registration(ctx.db(), actor, registration_id, pii_full=False)
     token = await public.mint_my_tickets(
         ctx.db(), actor, ctx.codec, reg["event_id"], [registration_id]
