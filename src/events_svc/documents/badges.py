@@ -67,7 +67,7 @@ def draw_badge(page: Page, badge: Badge, x: float, y: float, w: float, h: float)
     top = _lines(page, badge.event, BOLD, 13 * scale, 8 * scale, x + pad, top, inner, 2)
     page.line(x + pad, top - 6 * scale, x + w - pad, top - 6 * scale)
     top = _lines(
-        page, badge.attendee, BOLD, 30 * scale, 10 * scale, x + pad, top - 14 * scale, inner, 3
+        page, badge.attendee, BOLD, 30 * scale, 10 * scale, x + pad, top - 14 * scale, inner, 2
     )
     top = _lines(
         page, badge.company, REGULAR, 14 * scale, 8 * scale, x + pad, top - 6 * scale, inner, 2
@@ -110,6 +110,11 @@ class BadgeWriter:
     def finish(self) -> bytes:
         last = _page(self.pdf, self.pending, self.fmt) if self.pending else b""
         self.pending = []
+        if not self.pdf.pages:  # a PDF has at least one page: say why it holds no badge
+            page = self.pdf.new_page()
+            page.gray(0)
+            page.text(REGULAR, 12, 36, self.pdf.height - 60, "No badge matches these filters.")
+            last = self.pdf.page(page)
         return last + self.pdf.finish()
 
 

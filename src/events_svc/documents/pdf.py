@@ -70,28 +70,48 @@ def _break(word: str, font: str, size: float, width: float) -> list[str]:
     return [*pieces, current] if current else pieces
 
 
-def fit_lines(
-    text: str, font: str, size: float, floor: float, width: float, max_lines: int
-) -> tuple[list[str], float]:
-    """`text` set within `width`: on one line at the largest size from `size` down to
-    `floor`, else wrapped at `floor` on at most `max_lines` lines."""
-    text = " ".join(text.split())
-    current = size
-    while current > floor and _width(text, font, current) > width:
-        current = max(floor, current - 0.5)
-    if _width(text, font, current) <= width:
-        return [text], current
+def _wrap(text: str, font: str, size: float, width: float, *, cut: bool) -> list[str] | None:
+    """`text` on lines within `width` at `size`, broken between words (and, with `cut`,
+    inside a word wider than the box); None when a word does not fit and may not be cut."""
     lines: list[str] = []
     line = ""
     for word in text.split(" "):
-        for piece in _break(word, font, current, width):
+        pieces = _break(word, font, size, width) if cut else [word]
+        for piece in pieces:
+            if not cut and _width(piece, font, size) > width:
+                return None
             candidate = f"{line} {piece}" if line else piece
-            if _width(candidate, font, current) <= width:
+            if _width(candidate, font, size) <= width:
                 line = candidate
             else:
                 lines.append(line)
                 line = piece
     lines.append(line)
+    return lines
+
+
+def fit_lines(
+    text: str, font: str, size: float, floor: float, width: float, max_lines: int
+) -> tuple[list[str], float]:
+    """`text` set within `width`: on one line if it fits at 70 % of `size` or more;
+    else at the largest size from `size` down to `floor` at which it fits on at most
+    `max_lines` lines (broken between words); else at `floor`, words cut where they must,
+    the last line ending with an ellipsis."""
+    text = " ".join(text.split())
+    current = size
+    while current >= max(floor, size * 0.7):
+        if _width(text, font, current) <= width:
+            return [text], current
+        current -= 0.5
+    current = size
+    while True:
+        lines = _wrap(text, font, current, width, cut=False)
+        if lines is not None and len(lines) <= max_lines:
+            return lines, current
+        if current <= floor:
+            break
+        current = max(floor, current - 0.5)
+    lines = _wrap(text, font, current, width, cut=True) or [text]
     if len(lines) > max_lines:
         last = lines[max_lines - 1]
         while last and _width(last + "…", font, current) > width:

@@ -107,9 +107,10 @@ class MyTicket(View):
 
 
 class MyTicketsView(View):
-    """`ics_url`: the event's calendar link; `tickets_pdf_url`: the printable tickets."""
+    """`ics_url`: the event's calendar link (null while the event is not public: a private
+    link's unpublished event); `tickets_pdf_url`: the printable tickets."""
 
     event: MyTicketsEvent
     registrations: list[MyTicket]
-    ics_url: str
+    ics_url: str | None
     tickets_pdf_url: str

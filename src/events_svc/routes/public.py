@@ -11,10 +11,10 @@ intake's client and link windows count before its body is even read.
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 from uuid import UUID
 
-from fastapi import APIRouter, Request, Response, status
+from fastapi import APIRouter, Query, Request, Response, status
 from fastapi.responses import HTMLResponse
 from fastapi.routing import APIRoute
 
@@ -119,13 +119,33 @@ async def public_ics(ctx: Ctx, request: Request, capability: str) -> Response:
     )
 
 
+def _quality(accept: str, media: str) -> float:
+    """How much the Accept header wants `media` (its q; 0 when absent)."""
+    best = 0.0
+    for part in accept.lower().split(",")[:50]:
+        kind, *params = (p.strip() for p in part.split(";"))
+        if kind != media:
+            continue
+        q = 1.0
+        for param in params:
+            name, _, value = param.partition("=")
+            if name.strip() == "q":
+                try:
+                    q = max(0.0, min(1.0, float(value)))
+                except ValueError:
+                    q = 0.0
+        best = max(best, q)
+    return best
+
+
 def _wants_page(request: Request, format: str | None) -> bool:
-    """A browser asking for HTML gets the page; any other client (or `?format=json`) the
-    JSON."""
+    """A browser asking for HTML (at least as much as for JSON) gets the page; any other
+    client, or `?format=json`, the JSON."""
     if format == "json":
         return False
-    accepted = request.headers.get("accept", "")
-    return "text/html" in accepted.lower()
+    accept = request.headers.get("accept", "")
+    html = _quality(accept, "text/html")
+    return html > 0 and html >= _quality(accept, "application/json")
 
 
 @router.get(
@@ -135,7 +155,10 @@ def _wants_page(request: Request, format: str | None) -> bool:
     responses={200: {"content": {"text/html": {"schema": {"type": "string"}}}}},
 )
 async def public_my_tickets(
-    ctx: Ctx, request: Request, capability: str, format: Literal["json"] | None = None
+    ctx: Ctx,
+    request: Request,
+    capability: str,
+    format: Annotated[str | None, Query(max_length=16)] = None,
 ) -> Response:
     """The attendee's tickets: an HTML page for a browser (`Accept: text/html`), the JSON
     otherwise or with `?format=json`."""
@@ -147,12 +170,16 @@ async def public_my_tickets(
     )
     for item in view["registrations"]:
         item["ics_url"] = _url(request, "public_ics", item.pop("ics_token"))
-    view["ics_url"] = _url(request, "public_ics", view.pop("ics_token"))
+    event_ics = view.pop("ics_token")
+    view["ics_url"] = _url(request, "public_ics", event_ics) if event_ics else None
     view["tickets_pdf_url"] = _url(request, "public_my_tickets_pdf", capability)
     if _wants_page(request, format):
         page = await render_page(view, view["ics_url"], view["tickets_pdf_url"])
-        return HTMLResponse(page, headers={"Content-Security-Policy": PAGE_POLICY})
-    return answer(MyTicketsView, view)
+        headers = {"Content-Security-Policy": PAGE_POLICY, "Vary": "Accept"}
+        return HTMLResponse(page, headers=headers)
+    response = answer(MyTicketsView, view)
+    response.headers["Vary"] = "Accept"
+    return response
 
 
 class PdfResponse(Response):

@@ -42,7 +42,7 @@ def _slot(slot: dict[str, Any] | None, zone: str) -> str:
     return span(slot["date_begin"], slot["date_end"], zone) if slot else ""
 
 
-def _render(view: dict[str, Any], ics_url: str, pdf_url: str) -> str:
+def _render(view: dict[str, Any], ics_url: str | None, pdf_url: str) -> str:
     event = view["event"]
     zone = event["date_tz"]
     tickets = []
@@ -74,6 +74,6 @@ def _render(view: dict[str, Any], ics_url: str, pdf_url: str) -> str:
     )
 
 
-async def render_page(view: dict[str, Any], ics_url: str, pdf_url: str) -> str:
+async def render_page(view: dict[str, Any], ics_url: str | None, pdf_url: str) -> str:
     """The page of a my-tickets view (as the JSON answers it), rendered in a worker thread."""
     return await asyncio.to_thread(_render, view, ics_url, pdf_url)

@@ -6,8 +6,10 @@ the API's code), the count (at most `MAX_BADGES`: 422 `too_many_badges` with `co
 and `limit`), and writes the audit row (`badges_printed`: the format, the filters and
 the count, never a name), committed before the stream starts, like an export. The
 stream then reads the rows by keyset pages of `PAGE_ROWS` (each a short query, no
-connection held between them) and renders each page of rows in a worker thread, so
-memory stays flat in the number of badges and the event loop keeps serving.
+connection held between them; never more badges than were counted and audited) and
+renders each page of rows in a worker thread, so memory stays flat in the number of
+badges and the event loop keeps serving. Filters that keep no registration print one
+page that says so.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ WHERE r.event_id = $1 AND r.active AND r.state::text = ANY($2::text[])
 """
 _PAGE = """
 SELECT r.id, r.name, coalesce(r.company_name, '') AS company, coalesce(t.name, '') AS ticket,
-    r.barcode
+    r.barcode, lower(r.name) AS sort_key
 FROM event.registrations r LEFT JOIN event.tickets t ON t.id = r.event_ticket_id
 WHERE r.event_id = $1 AND r.active AND r.state::text = ANY($2::text[])
   AND ($3::uuid IS NULL OR r.event_ticket_id = $3)
@@ -92,10 +94,17 @@ class BadgeSheet:
 
     async def chunks(self) -> AsyncIterator[bytes]:
         """The PDF's bytes: each page of rows rendered in a worker thread."""
-        writer = BadgeWriter(self.badge_format, f"Badges · {self.event_name}")
+        title = f"Badges · {self.event_name}"
+        writer = await asyncio.to_thread(BadgeWriter, self.badge_format, title)
         yield writer.start()
-        async for batch in badge_rows(self):
-            yield await asyncio.to_thread(writer.add, batch)
+        left = self.count  # what was counted, checked and audited is what prints
+        async for rows in badge_rows(self):
+            batch = rows[:left]
+            left -= len(batch)
+            if batch:
+                yield await asyncio.to_thread(writer.add, batch)
+            if left <= 0:
+                break
         yield await asyncio.to_thread(writer.finish)
 
 
@@ -155,6 +164,6 @@ async def badge_rows(sheet: BadgeSheet) -> AsyncIterator[list[Badge]]:
             Badge(sheet.event_name, r["name"], r["company"], r["ticket"], r["barcode"])
             for r in rows
         ]
-        key, after = rows[-1]["name"].lower(), rows[-1]["id"]
+        key, after = rows[-1]["sort_key"], rows[-1]["id"]  # PostgreSQL's lower(), not Python's
         if len(rows) < PAGE_ROWS:
             return

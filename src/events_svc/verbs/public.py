@@ -241,7 +241,8 @@ async def my_tickets(
 ) -> dict[str, Any]:
     """The attendee's tickets (archived or moved registrations left out); the answer and
     each registration carry `ics_token`, a fresh calendar link of the event (of its slot
-    for a registration with one)."""
+    for a registration with one); the answer's is None while the event is not public
+    (its calendar would not open)."""
     payload = codec.open(MY_TICKETS, token, now)
     event_id = _event_id(payload)
     assert payload is not None
@@ -256,8 +257,10 @@ async def my_tickets(
         raise errors.EventNotPublished()
     tz = ZoneInfo(event["date_tz"])
     expires = now + timedelta(seconds=ics_ttl_s)
+    # the event's calendar opens only while the event is public: no link that would 404
+    public = is_visible(dict(event), now)
     return {
-        "ics_token": codec.mint(ICS, {"e": str(event_id), "s": None}, expires),
+        "ics_token": codec.mint(ICS, {"e": str(event_id), "s": None}, expires) if public else None,
         "event": {
             "id": event["id"],
             "name": event["name"],

@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
+from axe_playwright_python.async_playwright import Axe
 from PIL import Image
 from pypdf import PdfReader
 
@@ -136,6 +137,10 @@ async def test_json_for_clients_html_for_browsers(
     forced = await public.get(path, params={"format": "json"}, headers={"Accept": "text/html"})
     assert forced.json() == view | {"ics_url": forced.json()["ics_url"]}
 
+    refused_html = await public.get(path, headers={"Accept": "text/html;q=0, application/json"})
+    assert refused_html.headers["content-type"].startswith("application/json")
+    odd = await public.get(path, params={"format": "pdf"})  # not json: negotiated as usual
+    assert odd.status_code == 200 and odd.headers["vary"] == "Accept"
     page = await public.get(path, headers={"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"})
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
     assert page.headers["content-security-policy"] == (
@@ -154,6 +159,9 @@ async def test_json_for_clients_html_for_browsers(
     assert f'aria-label="QR code of ticket {open_one["barcode"]}"' in html
     assert open_one["barcode"] in html and draft["barcode"] not in html
     assert "Not confirmed yet" in html
+    span = "Mon 10 May 2027 10:00 \u2013 Wed 12 May 2027 19:00 (Europe/Lisbon)"
+    assert span in html  # the event's dates in its own zone
+    assert page.headers["vary"] == "Accept" and "Add to calendar" in html
     assert f'href="{view["tickets_pdf_url"]}"' in html and "<script" not in html
 
 
@@ -219,6 +227,22 @@ async def test_the_page_in_a_browser_reads_scans_and_fetches_nothing(
             box = await qr.bounding_box()
             assert box is not None and box["width"] >= 120  # large enough to scan
             shot = await qr.screenshot()
+            report = await Axe().run(page)  # labels, contrast, names of images, lang, title
+            assert report.response["testEngine"]["name"] == "axe-core"  # it did run
+            broken = [v["id"] for v in report.response["violations"]]
+            assert broken == [], report.generate_report()
         finally:
             await context.close()
     assert qr_texts(Image.open(io.BytesIO(shot))) == [person["barcode"]]
+
+
+async def test_an_unpublished_event_reached_by_a_private_link_offers_no_dead_calendar(
+    admin: httpx.AsyncClient, public: httpx.AsyncClient
+):
+    event = (await admin.post("/admin/events", json=event_body())).json()  # not published
+    token = await link(admin, event["id"], await attendee(admin, event["id"], "Ada"))
+    view = (await public.get(f"/public/my-tickets/{token}")).json()
+    assert view["ics_url"] is None and view["tickets_pdf_url"].endswith("/tickets.pdf")
+    page = await public.get(f"/public/my-tickets/{token}", headers={"Accept": "text/html"})
+    assert page.status_code == 200 and "Add to calendar" not in page.text
+    assert (await public.get(view["tickets_pdf_url"])).status_code == 200
