@@ -246,3 +246,20 @@ async def test_an_unpublished_event_reached_by_a_private_link_offers_no_dead_cal
     page = await public.get(f"/public/my-tickets/{token}", headers={"Accept": "text/html"})
     assert page.status_code == 200 and "Add to calendar" not in page.text
     assert (await public.get(view["tickets_pdf_url"])).status_code == 200
+
+
+async def test_the_page_and_the_pdf_share_the_links_throttle(
+    settings: Settings, admin: httpx.AsyncClient
+):
+    from events_svc.app import create_app
+
+    event = await published(admin)
+    token = await link(admin, event["id"], await attendee(admin, event["id"], "Ada"))
+    tight = create_app(dataclasses.replace(settings, rate_limit_capability="3/minute"))
+    async with (
+        tight.router.lifespan_context(tight),
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=tight), base_url=BASE) as c,
+    ):
+        paths = [f"/public/my-tickets/{token}", f"/public/my-tickets/{token}/tickets.pdf"] * 2
+        codes = [(await c.get(p)).status_code for p in paths]
+    assert codes == [200, 200, 200, 429]  # one window for the link, whichever route
