@@ -26,6 +26,7 @@ from events_svc.console.pages import (
     mail,
     operations,
     registrations,
+    templates,
 )
 from events_svc.console.web import STATIC, SignInRequired, base_path, page, plain_query
 from events_svc.routes.deps import ServiceContext
@@ -118,7 +119,17 @@ def console_app(ctx: ServiceContext) -> FastAPI:
     secure = ctx.settings.console_cookie_secure
     app.add_middleware(StudioFrame, keys=StudioKeys(ctx), secure=secure)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
-    for module in (auth, events, registrations, desk, attendance, exports, operations, mail):
+    for module in (
+        auth,
+        events,
+        registrations,
+        desk,
+        attendance,
+        exports,
+        operations,
+        mail,
+        templates,
+    ):
         app.include_router(module.router)
 
     @app.get("/", include_in_schema=False)

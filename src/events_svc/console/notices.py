@@ -19,6 +19,7 @@ NOTICES: dict[str, str] = {
     "operation_started": "The operation started.",
     "operation_resumed": "The operation was resumed.",
     "operation_cancelled": "The operation is cancelled; triggers already written stay.",
+    "template_saved": "The template is saved.",
     "outbox_retried": "The message is queued again and will be sent shortly.",
     "import_replayed": "This form was sent already: this is the import it started.",
 }

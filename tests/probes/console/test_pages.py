@@ -254,6 +254,7 @@ def _pages(event_id: str, registration_id: str) -> list[tuple[str, str]]:
         ("registration", f"/registrations/{registration_id}"),
         ("desk", f"/desk?event_id={event_id}"),
         ("outbox", f"/outbox?event_id={event_id}"),
+        ("templates", "/templates"),
     ]
 
 
