@@ -112,15 +112,22 @@ def _base_url(env: Mapping[str, str], name: str) -> str:
     return value
 
 
-def _webhook(env: Mapping[str, str], url_name: str, secret_name: str) -> tuple[str, str]:
-    """The lead webhook's URL (absolute http(s), or empty: no webhook) and its secret
-    (16+ characters, required with a URL; never echoed)."""
+def _endpoint(env: Mapping[str, str], url_name: str, secret_name: str) -> tuple[str, str]:
+    """An outgoing endpoint's URL (absolute http(s), or empty: none) and its secret, as
+    given (checked by the caller when there is a URL; never echoed)."""
     url = env.get(url_name, "").strip()
     secret = env.get(secret_name, "").strip()
+    if url and (not url.startswith(("http://", "https://")) or any(c.isspace() for c in url)):
+        raise SettingsError(f"{url_name} must be an absolute http(s) URL")
+    return url, secret
+
+
+def _webhook(env: Mapping[str, str], url_name: str, secret_name: str) -> tuple[str, str]:
+    """The lead webhook's URL (or empty: no webhook) and its secret (16+ characters,
+    required with a URL)."""
+    url, secret = _endpoint(env, url_name, secret_name)
     if not url:
         return "", secret
-    if not url.startswith(("http://", "https://")) or any(c.isspace() for c in url):
-        raise SettingsError(f"{url_name} must be an absolute http(s) URL")
     if len(secret) < 16:
         raise SettingsError(f"{secret_name} must hold 16+ characters when {url_name} is set")
     return url, secret
@@ -204,14 +211,11 @@ def _file(env: Mapping[str, str], name: str) -> Path | None:
 
 
 def _gateway(env: Mapping[str, str], url_name: str, secret_name: str) -> tuple[str, str]:
-    """The sms gateway's URL (absolute http(s), or empty: sms held in the outbox) and its
-    signing secret in the `whsec_` form (base64 of 16+ bytes; never echoed)."""
-    url = env.get(url_name, "").strip()
-    secret = env.get(secret_name, "").strip()
+    """The sms gateway's URL (or empty: sms held in the outbox) and its signing secret
+    in the `whsec_` form (base64 of 16+ bytes)."""
+    url, secret = _endpoint(env, url_name, secret_name)
     if not url:
         return "", secret
-    if not url.startswith(("http://", "https://")) or any(c.isspace() for c in url):
-        raise SettingsError(f"{url_name} must be an absolute http(s) URL")
     try:
         key = base64.b64decode(secret.removeprefix("whsec_"), validate=True)
     except (binascii.Error, ValueError):

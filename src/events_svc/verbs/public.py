@@ -236,13 +236,11 @@ def _calendar(
     return body
 
 
-async def my_tickets(
-    pool: Pool, codec: CapabilityCodec, token: str, now: datetime, ics_ttl_s: int
-) -> dict[str, Any]:
-    """The attendee's tickets (archived or moved registrations left out); the answer and
-    each registration carry `ics_token`, a fresh calendar link of the event (of its slot
-    for a registration with one); the answer's is None while the event is not public
-    (its calendar would not open)."""
+async def _link_rows(
+    pool: Pool, codec: CapabilityCodec, token: str, now: datetime
+) -> tuple[Any, list[Any]]:
+    """The event and the live registrations a my-tickets link names; the uniform 404 for
+    an unknown, tampered or archived link, or one whose registrations are all gone."""
     payload = codec.open(MY_TICKETS, token, now)
     event_id = _event_id(payload)
     assert payload is not None
@@ -255,6 +253,18 @@ async def my_tickets(
         rows = await conn.fetch(_TICKETS_OF, ids, event_id) if event else []
     if event is None or not event["active"] or not rows:
         raise errors.EventNotPublished()
+    return event, list(rows)
+
+
+async def my_tickets(
+    pool: Pool, codec: CapabilityCodec, token: str, now: datetime, ics_ttl_s: int
+) -> dict[str, Any]:
+    """The attendee's tickets (archived or moved registrations left out); the answer and
+    each registration carry `ics_token`, a fresh calendar link of the event (of its slot
+    for a registration with one); the answer's is None while the event is not public
+    (its calendar would not open)."""
+    event, rows = await _link_rows(pool, codec, token, now)
+    event_id = event["id"]
     tz = ZoneInfo(event["date_tz"])
     expires = now + timedelta(seconds=ics_ttl_s)
     # the event's calendar opens only while the event is public: no link that would 404
@@ -344,18 +354,7 @@ async def tickets_pdf(pool: Pool, codec: CapabilityCodec, token: str, now: datet
     """The tickets PDF of a my-tickets link: one A6 page per `open` or `done` registration
     (the link's rules as the page's: a uniform 404 for an unknown, tampered or archived
     one); 404 `no_active_tickets` when none is left. Rendered off the event loop."""
-    payload = codec.open(MY_TICKETS, token, now)
-    event_id = _event_id(payload)
-    assert payload is not None
-    try:
-        ids = [UUID(str(i)) for i in payload.get("r", [])]
-    except ValueError:
-        raise errors.EventNotPublished() from None
-    async with connection(pool) as conn:
-        event = await conn.fetchrow(_EVENT, event_id)
-        rows = await conn.fetch(_TICKETS_OF, ids, event_id) if event else []
-    if event is None or not event["active"] or not rows:
-        raise errors.EventNotPublished()
+    event, rows = await _link_rows(pool, codec, token, now)
     pages = ticket_pages(event, rows)
     if not pages:
         raise errors.NoActiveTickets("None of these registrations holds a ticket now.")

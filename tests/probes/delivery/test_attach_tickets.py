@@ -34,6 +34,20 @@ class Tickets:
         return PDF
 
 
+async def mail_with_tickets(api: Api, admin: httpx.AsyncClient, name: str) -> tuple[dict, str]:
+    """An event, an attendee `name`, and the mail of a line whose template attaches the
+    tickets, queued by a scheduler pass; the event and the registration's id."""
+    event = await make_event(admin)
+    registration = await register(admin, event["id"], name)
+    template = await admin.post(
+        "/admin/templates",
+        json={"name": "T", "subject": "Ticket", "body": "Hi", "attach_tickets": True},
+    )
+    await scheduler(admin, event["id"], template.json()["id"])
+    assert (await run(api, BEGIN - timedelta(hours=12))).sent == 1
+    return event, registration
+
+
 async def test_the_template_field_is_written_read_and_refused_on_sms(admin: httpx.AsyncClient):
     body = {"name": "Ticket mail", "subject": "Your ticket", "body": "Hello"}
     plain = await admin.post("/admin/templates", json=body)
@@ -68,14 +82,7 @@ async def test_the_template_field_is_written_read_and_refused_on_sms(admin: http
 async def test_a_line_with_attach_tickets_sends_the_attendees_pdf(
     api: Api, admin: httpx.AsyncClient, pool: asyncpg.Pool, settings: Settings
 ):
-    event = await make_event(admin)
-    registration = await register(admin, event["id"], "Ada")
-    template = await admin.post(
-        "/admin/templates",
-        json={"name": "T", "subject": "Ticket", "body": "Hi", "attach_tickets": True},
-    )
-    await scheduler(admin, event["id"], template.json()["id"])
-    assert (await run(api, BEGIN - timedelta(hours=12))).sent == 1
+    event, registration = await mail_with_tickets(api, admin, "Ada")
 
     # the outbox keeps a reference, never the file
     listed = await admin.get("/admin/outbox", params={"event_id": event["id"], "pii": "full"})
@@ -101,14 +108,7 @@ async def test_a_line_with_attach_tickets_sends_the_attendees_pdf(
 async def test_without_a_tickets_renderer_the_message_fails_as_render(
     api: Api, admin: httpx.AsyncClient, pool: asyncpg.Pool, settings: Settings
 ):
-    event = await make_event(admin)
-    await register(admin, event["id"], "Ada")
-    template = await admin.post(
-        "/admin/templates",
-        json={"name": "T", "subject": "Ticket", "body": "Hi", "attach_tickets": True},
-    )
-    await scheduler(admin, event["id"], template.json()["id"])
-    await run(api, BEGIN - timedelta(hours=12))
+    event, _ = await mail_with_tickets(api, admin, "Ada")
     with smtp_sink() as (sink, port):
         summary = await drainer(pool, relay_settings(settings, port)).drain()
     assert summary.failed == 1 and sink.seen_ids == []  # never sent without its tickets
@@ -122,14 +122,7 @@ async def test_without_a_tickets_renderer_the_message_fails_as_render(
 async def test_the_standalone_composition_attaches_the_attendees_real_tickets(
     api: Api, admin: httpx.AsyncClient, pool: asyncpg.Pool, settings: Settings
 ):
-    event = await make_event(admin)
-    registration = await register(admin, event["id"], "Анна")
-    template = await admin.post(
-        "/admin/templates",
-        json={"name": "T", "subject": "Ticket", "body": "Hi", "attach_tickets": True},
-    )
-    await scheduler(admin, event["id"], template.json()["id"])
-    await run(api, BEGIN - timedelta(hours=12))
+    _, registration = await mail_with_tickets(api, admin, "Анна")
     with smtp_sink() as (sink, port):
         tickets = StoreTicketsPdf(lambda: pool)  # what serve composes
         summary = await drainer(pool, relay_settings(settings, port), tickets).drain()

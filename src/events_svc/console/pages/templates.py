@@ -8,6 +8,7 @@ attendee's tickets PDF with the mail; a text message carries none.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 from uuid import UUID
 
@@ -104,22 +105,34 @@ async def template_list(request: Request, ctx: StudioCtx, actor: Read) -> Any:
     return await _list(request, ctx, actor)
 
 
+async def _saved(
+    write: Callable[[], Awaitable[dict[str, Any]]],
+) -> tuple[dict[str, Any] | None, list[FieldError]]:
+    """Run a template write; its refusals (the model's, or a verb's 422) as the form's
+    problems."""
+    try:
+        return await write(), []
+    except ValidationError as exc:
+        return None, validation_errors(exc)
+    except errors.DomainError as exc:
+        if exc.status != 422:
+            raise
+        return None, refusal_errors(exc)
+
+
 @router.post("/templates")
 async def template_create(request: Request, ctx: StudioCtx, actor: Write, form: Posted) -> Any:
     """POST /admin/templates; its refusals show beside the form, the values kept."""
     typed = {"kind": form.text("kind") or "mail", **_values(form)}
-    try:
+
+    async def create() -> dict[str, Any]:
         command = TemplateCreate.model_validate(typed)
-        made = await templates.create_template(
+        return await templates.create_template(
             ctx.db(), actor, command, ctx.clock(), links_unavailable=ctx.links.unavailable
         )
-    except ValidationError as exc:
-        problems = validation_errors(exc)
-    except errors.DomainError as exc:
-        if exc.status != 422:
-            raise
-        problems = refusal_errors(exc)
-    else:
+
+    made, problems = await _saved(create)
+    if made is not None:
         return see_other(request, f"/templates/{made['id']}", done="template_saved")
     return await _list(request, ctx, actor, typed=typed, problems=problems, status_code=422)
 
@@ -135,9 +148,10 @@ async def template_update(
 ) -> Any:
     """PATCH /admin/templates/{id} with the form's fields."""
     typed = _values(form)
-    try:
+
+    async def update() -> dict[str, Any]:
         changes = TemplatePatch.model_validate(typed).given()
-        await templates.patch_template(
+        return await templates.patch_template(
             ctx.db(),
             actor,
             template_id,
@@ -145,13 +159,9 @@ async def template_update(
             ctx.clock(),
             links_unavailable=ctx.links.unavailable,
         )
-    except ValidationError as exc:
-        problems = validation_errors(exc)
-    except errors.DomainError as exc:
-        if exc.status != 422:
-            raise
-        problems = refusal_errors(exc)
-    else:
+
+    saved, problems = await _saved(update)
+    if saved is not None:
         return see_other(request, f"/templates/{template_id}", done="template_saved")
     return await _edit(
         request, ctx, actor, template_id, typed=typed, problems=problems, status_code=422
