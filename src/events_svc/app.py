@@ -48,6 +48,7 @@ from events_svc.routes import (
     registrations,
     sale,
     service,
+    waitlist,
 )
 from events_svc.routes.deps import (
     ActorResolver,
@@ -84,6 +85,7 @@ def admin_router() -> APIRouter:
     router.include_router(operations.router)
     router.include_router(dispatch.router)
     router.include_router(public.mint_router)
+    router.include_router(waitlist.router)
     return router
 
 
@@ -92,8 +94,10 @@ def public_router(*, intake: bool = False) -> APIRouter:
     `intake` the public registration route too."""
     router = APIRouter(responses=error_responses(*PUBLIC_ERRORS))
     router.include_router(public.router)
+    router.include_router(waitlist.public_router)
     if intake:
         router.include_router(public.intake_router)
+        router.include_router(waitlist.intake_router)
     return router
 
 

@@ -22,7 +22,8 @@ from events_svc import errors
 ICS = "event-ics-access"
 MY_TICKETS = "event-registration-ticket-report-access"
 INTAKE = "event-intake-access"
-PURPOSES = (ICS, MY_TICKETS, INTAKE)
+WAITLIST = "event-waitlist-entry-access"  # one person's place in a waiting list
+PURPOSES = (ICS, MY_TICKETS, INTAKE, WAITLIST)
 
 
 class CapabilityCodec:

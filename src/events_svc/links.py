@@ -1,8 +1,9 @@
 """Public addresses: where the API lives, and an attendee's links for mail templates.
 
 The service's routes are mounted under `BASE_PATH`; the public capability routes
-under `ICS_PATH` and `MY_TICKETS_PATH` within it. `AttendeeLinks` builds the
-absolute calendar and tickets links of one attendee from the public base URL
+under `ICS_PATH`, `MY_TICKETS_PATH` and `WAITLIST_PATH` within it. `AttendeeLinks`
+builds the absolute calendar and tickets links of one attendee (and the offer links of a
+waiting-list entry) from the public base URL
 (`EVENTS_PUBLIC_BASE_URL`) and the one capability codec. The scheduler's verbs
 receive it as a plain callable and know no path themselves.
 """
@@ -12,11 +13,12 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from uuid import UUID
 
-from events_svc.capabilities import ICS, MY_TICKETS, CapabilityCodec
+from events_svc.capabilities import ICS, MY_TICKETS, WAITLIST, CapabilityCodec
 
 BASE_PATH = "/api/v1/event"
 ICS_PATH = "/public/ics"
 MY_TICKETS_PATH = "/public/my-tickets"
+WAITLIST_PATH = "/public/waitlist"
 NAMES = ("ics", "my_tickets")  # the links a template's context carries
 
 
@@ -47,3 +49,16 @@ class AttendeeLinks:
             "ics": f"{root}{ICS_PATH}/{ics}",
             "my_tickets": f"{root}{MY_TICKETS_PATH}/{tickets}",
         }
+
+    def waitlist(self, entry_id: UUID, event_id: UUID) -> dict[str, str]:
+        """A waiting-list entry's offer page and its decline link ("" when unavailable)."""
+        if self.unavailable:
+            return {"offer_url": "", "decline_url": ""}
+        token = waitlist_token(self.codec, entry_id, event_id)
+        page = f"{self.base}{BASE_PATH}{WAITLIST_PATH}/{token}"
+        return {"offer_url": page, "decline_url": f"{page}?choice=decline"}
+
+
+def waitlist_token(codec: CapabilityCodec, entry_id: UUID, event_id: UUID) -> str:
+    """The one capability of a waiting-list entry: its status, offer, accept and decline."""
+    return codec.mint(WAITLIST, {"w": str(entry_id), "e": str(event_id)}, None)

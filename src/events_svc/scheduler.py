@@ -1,8 +1,10 @@
 """The in-process scheduler loop, started by the app lifespan.
 
-It runs the mail pass, sleeps until the earliest workable scheduler row (its due
-time, or the end of its back-off) or the floor tick, whichever is sooner, and
-wakes early on `NOTIFY event_mail_due` from the arming verbs. Once a day at
+It runs the mail pass (and the lead, import, operation and waiting-list offer passes),
+sleeps until the earliest workable scheduler row (its due time, or the end of its
+back-off), the earliest offer deadline or the floor tick, whichever is sooner, and
+wakes early on `NOTIFY event_mail_due` from the arming verbs and on `NOTIFY
+event_waitlist_due` when seats are freed where somebody waits. Once a day at
 `EVENT_DONE_SWEEP_AT` (UTC) it also runs the done sweep. With
 `EVENT_TRIGGER_DISPATCH=true` it also runs the trigger dispatcher's pass (`verbs.dispatch`),
 woken by the `NOTIFY` of written triggers. Any number of instances
@@ -45,8 +47,11 @@ from events_svc.verbs.events import sweep_done_events
 from events_svc.verbs.leads import LeadOptions, next_lead_due, run_lead_pass
 from events_svc.verbs.mail import CHANNEL, PassOptions, RunSummary, next_due, run_mail_pass
 from events_svc.verbs.operations import OperationOptions, next_operation_due, run_operation_pass
+from events_svc.verbs.waitlist import OfferOptions, next_offer_due, run_offer_pass
 
 log = logging.getLogger("events_svc.scheduler")
+
+WAITLIST_CHANNEL = "event_waitlist_due"  # seats freed where somebody waits
 
 FAILED_PASS_FIRST_S = 5.0  # a failed pass: wait 5 s, doubling up to 5 minutes
 FAILED_PASS_MAX_S = 300.0
@@ -66,6 +71,13 @@ def pass_options(settings: Settings) -> PassOptions:
         cap=settings.mail_cron_limit,
         default_sender=settings.mail_sender,
         links=attendee_links(settings),
+    )
+
+
+def offer_options(settings: Settings) -> OfferOptions:
+    links = attendee_links(settings)
+    return OfferOptions(
+        links=links, waitlist_links=links.waitlist, default_sender=settings.mail_sender
     )
 
 
@@ -150,6 +162,16 @@ class SchedulerLoop:
         )
         summary.more = summary.more or operations.more
         summary.advanced += operations.batches
+        # the waiting list's offers: freed seats to the queue, expired offers released
+        offers = await run_offer_pass(
+            self.pool(),
+            self.ports,
+            offer_options(self.settings),
+            now,
+            stopping=self.stopping.is_set,
+        )
+        summary.more = summary.more or offers.more
+        summary.advanced += offers.offered + offers.expired
         if self.settings.trigger_dispatch:  # the optional dispatcher: triggers into mail
             dispatched = await run_dispatch_pass(
                 self.pool(),
@@ -184,6 +206,9 @@ class SchedulerLoop:
         import_due = await next_import_due(self.pool(), now)
         if import_due is not None:
             until_due = min(until_due, (import_due - now).total_seconds())
+        offer_due = await next_offer_due(self.pool())
+        if offer_due is not None:
+            until_due = min(until_due, (offer_due - now).total_seconds())
         operation_due = await next_operation_due(self.pool(), now)
         if operation_due is not None:
             until_due = min(until_due, (operation_due - now).total_seconds())
@@ -255,8 +280,9 @@ class SchedulerLoop:
     async def _serve(self) -> None:
         async with contextlib.AsyncExitStack() as stack:
             listener = await self._listener(stack)
-            await listener.add_listener(CHANNEL, self._notified)
-            stack.push_async_callback(listener.remove_listener, CHANNEL, self._notified)
+            for own in (CHANNEL, WAITLIST_CHANNEL):
+                await listener.add_listener(own, self._notified)
+                stack.push_async_callback(listener.remove_listener, own, self._notified)
             for channel, callback in self.also_listen.items():
                 await listener.add_listener(channel, callback)
                 stack.push_async_callback(listener.remove_listener, channel, callback)

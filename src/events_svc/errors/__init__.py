@@ -124,6 +124,14 @@ from events_svc.errors.unavailable import (
     PartnerDirectoryNotComposed,
     TemplateRendererNotComposed,
 )
+from events_svc.errors.waitlist import (
+    WaitlistAlreadyJoined,
+    WaitlistDisabled,
+    WaitlistEntryNotWaiting,
+    WaitlistNotNeeded,
+    WaitlistNotOffered,
+    WaitlistOfferExpired,
+)
 
 # pydantic error types raised by our own field types (models/base.py), as typed refusals:
 # the API and the console name a validation failure of these types by the refusal's code
@@ -239,5 +247,11 @@ __all__ = [
     "UseMarkDone",
     "UseReactivate",
     "ValidationFailed",
+    "WaitlistAlreadyJoined",
+    "WaitlistDisabled",
+    "WaitlistEntryNotWaiting",
+    "WaitlistNotNeeded",
+    "WaitlistNotOffered",
+    "WaitlistOfferExpired",
     "all_errors",
 ]

@@ -144,6 +144,14 @@ from events_svc.models.service import (
     error_responses,
     json_error_responses,
 )
+from events_svc.models.waitlist import (
+    WaitlistEntryView,
+    WaitlistJoin,
+    WaitlistJoined,
+    WaitlistSettingsBody,
+    WaitlistSettingsView,
+    WaitlistStatusView,
+)
 
 __all__ = [
     "ADMIN_ERRORS",
@@ -266,6 +274,12 @@ __all__ = [
     "TypeTicketLineView",
     "TypeView",
     "View",
+    "WaitlistEntryView",
+    "WaitlistJoin",
+    "WaitlistJoined",
+    "WaitlistSettingsBody",
+    "WaitlistSettingsView",
+    "WaitlistStatusView",
     "error_responses",
     "json_error_responses",
 ]

@@ -83,6 +83,8 @@ class RunSummary(View):
     more: bool
     failures: dict[str, int]
     recipients_failed: int = 0
+    offers_made: int = 0  # waiting-list offers made by the pass
+    offers_expired: int = 0  # waiting-list offers that ran out and were released
 
 
 class MailRunView(View):

@@ -43,6 +43,7 @@ _ERROR_TEXT = {
     403: "missing_scope",
     404: "not_found (or the uniform event_not_published of public links)",
     409: "a conflict with the current state (typed code)",
+    410: "waitlist_offer_expired (the offer's deadline has passed)",
     412: "stale_revision",
     413: "payload_too_large",
     428: "precondition_required (this write needs If-Match)",

@@ -33,8 +33,9 @@ from events_svc.routes.deps import (
     pii_full,
     require,
 )
-from events_svc.scheduler import pass_options
+from events_svc.scheduler import offer_options, pass_options
 from events_svc.verbs.mail import lines, outbox, run_mail_pass, templates
+from events_svc.verbs.waitlist import run_offer_pass
 
 router = APIRouter(tags=["communication"])
 
@@ -91,12 +92,16 @@ async def run_mail(ctx: Ctx, actor: Run, mail_id: UUID) -> Response:
 
 @router.post("/admin/schedulers/run", response_model=RunSummary)
 async def run_schedulers(ctx: Ctx, actor: Run) -> Response:
-    """One full pass now: everything due."""
+    """One full pass now: everything due (the mail lines, then the waiting list's offers)."""
     if actor.company_id is not None:
         raise errors.MissingScope("A full pass is for platform operators.", scope="scheduler:run")
     summary = await run_mail_pass(ctx.db(), ctx.ports, pass_options(ctx.settings), ctx.clock())
     ctx.metrics.observe_pass(summary)
-    return answer(RunSummary, summary.as_dict())
+    offers = await run_offer_pass(ctx.db(), ctx.ports, offer_options(ctx.settings), ctx.clock())
+    view = summary.as_dict()
+    view.update(offers_made=offers.offered, offers_expired=offers.expired)
+    view["more"] = view["more"] or offers.more
+    return answer(RunSummary, view)
 
 
 @router.get("/admin/templates", response_model=Page[TemplateView])

@@ -42,7 +42,7 @@ Mint = Annotated[Actor, require("capability:mint")]
 Pii = Annotated[Actor, require("registration:pii")]
 
 
-def _secret_set(ctx: ServiceContext) -> None:
+def secret_set(ctx: ServiceContext) -> None:
     if not ctx.codec.configured:
         raise errors.CapabilitySecretNotConfigured()
 
@@ -66,7 +66,7 @@ async def _guard_intake(request: Request) -> None:
             await ctx.throttle.check_client(request, "intake")
         else:
             await ctx.throttle.check_link(request, "intake", key)
-    _secret_set(ctx)
+    secret_set(ctx)
 
 
 class GuardedIntakeRoute(APIRoute):
@@ -110,7 +110,7 @@ class CalendarResponse(Response):
 async def public_ics(ctx: Ctx, request: Request, capability: str) -> Response:
     if ctx.throttle is not None:  # a shared public link: its window is per client
         await ctx.throttle.check_public_link(request, "ics", capability)
-    _secret_set(ctx)
+    secret_set(ctx)
     body = await verbs.calendar(ctx.db(), ctx.codec, capability, ctx.clock())
     return Response(
         body,
@@ -138,7 +138,7 @@ def _quality(accept: str, media: str) -> float:
     return best
 
 
-def _wants_page(request: Request, format: str | None) -> bool:
+def wants_page(request: Request, format: str | None) -> bool:
     """A browser asking for HTML (at least as much as for JSON) gets the page; any other
     client, or `?format=json`, the JSON."""
     if format == "json":
@@ -164,7 +164,7 @@ async def public_my_tickets(
     otherwise or with `?format=json`."""
     if ctx.throttle is not None:  # one person's link: one window, whoever sends
         await ctx.throttle.check_link(request, "my-tickets", capability)
-    _secret_set(ctx)
+    secret_set(ctx)
     view = await verbs.my_tickets(
         ctx.db(), ctx.codec, capability, ctx.clock(), ctx.settings.ics_ttl_s
     )
@@ -173,7 +173,7 @@ async def public_my_tickets(
     event_ics = view.pop("ics_token")
     view["ics_url"] = _url(request, "public_ics", event_ics) if event_ics else None
     view["tickets_pdf_url"] = _url(request, "public_my_tickets_pdf", capability)
-    if _wants_page(request, format):
+    if wants_page(request, format):
         page = await render_page(view, view["ics_url"], view["tickets_pdf_url"])
         headers = {"Content-Security-Policy": PAGE_POLICY, "Vary": "Accept"}
         return HTMLResponse(page, headers=headers)
@@ -199,7 +199,7 @@ async def public_tickets_pdf(ctx: Ctx, request: Request, capability: str) -> Res
     """The link's tickets to print (404 `no_active_tickets` when none is left)."""
     if ctx.throttle is not None:  # the same window as the link's page
         await ctx.throttle.check_link(request, "my-tickets", capability)
-    _secret_set(ctx)
+    secret_set(ctx)
     body = await verbs.tickets_pdf(ctx.db(), ctx.codec, capability, ctx.clock())
     return Response(
         body,
@@ -259,7 +259,7 @@ async def public_intake(
 async def mint_ics(
     ctx: Ctx, actor: Mint, request: Request, event_id: UUID, body: IcsMint | None = None
 ) -> Response:
-    _secret_set(ctx)
+    secret_set(ctx)
     spec = body or IcsMint()
     token, expires = await verbs.mint_ics(
         ctx.db(),
@@ -280,7 +280,7 @@ async def mint_my_tickets(
 ) -> Response:
     """Needs `capability:mint` AND `registration:pii` (the link shows full names);
     audited like every mint."""
-    _secret_set(ctx)
+    secret_set(ctx)
     token = await verbs.mint_my_tickets(ctx.db(), actor, ctx.codec, event_id, body.registration_ids)
     link = {"token": token, "url": _url(request, "public_my_tickets", token), "expires_at": None}
     return answer(CapabilityView, link)
@@ -290,7 +290,7 @@ async def mint_my_tickets(
 async def mint_intake(
     ctx: Ctx, actor: Mint, request: Request, event_id: UUID, body: IntakeMint | None = None
 ) -> Response:
-    _secret_set(ctx)
+    secret_set(ctx)
     spec = body or IntakeMint()
     token, expires = await verbs.mint_intake(
         ctx.db(),

@@ -28,6 +28,8 @@ CONTEXT_FIELDS: Mapping[str, frozenset[str]] = MappingProxyType(
         "ticket": frozenset({"name"}),  # the whole ticket may be None
         "slot": frozenset({"date_begin", "date_end"}),  # the whole slot may be None
         "links": frozenset({"ics", "my_tickets"}),  # "" when links cannot be minted
+        # a waiting-list offer's links, deadline and seats: "" in every other mail
+        "waitlist": frozenset({"offer_url", "decline_url", "expires_at", "seats"}),
     }
 )
 _GLOBALS = frozenset({"range", "dict", "cycler", "joiner", "namespace", "loop"})

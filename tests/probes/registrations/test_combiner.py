@@ -84,7 +84,7 @@ async def taken(pool: asyncpg.Pool, event_id: Any) -> int:
     return int(
         await pool.fetchval(
             "SELECT count(*) FROM event.registrations WHERE event_id = $1"
-            " AND event.holds_seat(state, active, sale_status)",
+            " AND event.holds_seat_at(state, active, sale_status, hold_expires_at, now())",
             event_id,
         )
     )

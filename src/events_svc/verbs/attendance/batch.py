@@ -87,7 +87,7 @@ WHERE job_id = $1 AND resolved_registration_id = ANY($2::uuid[]) AND outcome IS 
 _LOCK_REGISTRATIONS = """
 SELECT id, event_id, state::text AS state, active, version, date_closed, event_slot_id,
     event_ticket_id, sale_order_id, sale_status::text AS sale_status,
-    state_origin::text AS state_origin
+    state_origin::text AS state_origin, hold_expires_at
 FROM event.registrations WHERE id = ANY($1::uuid[])
 ORDER BY id
 FOR NO KEY UPDATE  -- after the event row (the fixed lock order); ids in order: no deadlock

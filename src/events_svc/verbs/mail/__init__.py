@@ -21,7 +21,7 @@ from events_svc.verbs.mail.failures import backoff, count_failing_lines
 from events_svc.verbs.mail.lines import check_template_company, line_channel
 from events_svc.verbs.mail.pass_ import RunSummary, Senders, next_due, run_mail_pass
 from events_svc.verbs.mail.schedules import reschedule_event
-from events_svc.verbs.mail.send import LinkBuilder, PassOptions, refusal
+from events_svc.verbs.mail.send import LinkBuilder, PassOptions, recipient_context, refusal
 from events_svc.verbs.mail.templates import check_lines_fit_company
 
 __all__ = [
@@ -38,6 +38,7 @@ __all__ = [
     "line_channel",
     "next_due",
     "on_template_deleted",
+    "recipient_context",
     "refusal",
     "reschedule_event",
     "retry_failed_mails",

@@ -42,6 +42,7 @@ from events_svc.verbs.mail.failures import LINE_FAILURES, LineFailure
 LinkBuilder = Callable[[UUID, UUID | None, UUID, datetime], dict[str, str]]
 
 _REGISTRATION_FIELDS = ("name", "email", "phone", "company_name", "barcode", "state")
+NO_OFFER: dict[str, Any] = {"offer_url": "", "decline_url": "", "expires_at": "", "seats": ""}
 _DETAIL_MAX = 300
 
 
@@ -86,9 +87,14 @@ def _address(channel: str, r: dict[str, Any]) -> str | None:
 
 
 def recipient_context(
-    m: dict[str, Any], r: dict[str, Any], links: LinkBuilder, now: datetime
+    m: dict[str, Any],
+    r: dict[str, Any],
+    links: LinkBuilder,
+    now: datetime,
+    waitlist: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The documented template context of one recipient (`templating.CONTEXT_FIELDS`)."""
+    """The documented template context of one recipient (`templating.CONTEXT_FIELDS`);
+    `waitlist` only in a waiting-list offer's mail (empty text in every other)."""
     tz = ZoneInfo(m["date_tz"])
     slot = None
     if r["slot_begin"] is not None:
@@ -106,6 +112,7 @@ def recipient_context(
         "ticket": {"name": r["ticket_name"]} if r["ticket_name"] is not None else None,
         "slot": slot,
         "links": links(m["event_id"], r["event_slot_id"], r["id"], now),
+        "waitlist": dict(waitlist or NO_OFFER),
     }
 
 

@@ -23,18 +23,23 @@ from events_svc.verbs.registrations.states import (
 )
 from events_svc.verbs.registrations.take_seats import (
     MintState,
+    QueuePlace,
     Registered,
     RegisterRequest,
     SaleMint,
+    assess_queue_place,
+    register_batch_in,
     register_in,
 )
 
 __all__ = [
     "COMBINER",
     "MintState",
+    "QueuePlace",
     "RegisterRequest",
     "Registered",
     "SaleMint",
+    "assess_queue_place",
     "ensure_cap_covers_taken",
     "event_cap",
     "get_registration_state",
@@ -44,6 +49,7 @@ __all__ = [
     "lock_registration",
     "lock_scope",
     "register",
+    "register_batch_in",
     "register_in",
     "write_state",
 ]

@@ -75,7 +75,7 @@ WHERE r.id = $1 AND event.visible_to(r.company_id, $2)
 _LOCK_REGISTRATION = """
 SELECT id, event_id, state::text AS state, active, version, date_closed, name, email, phone,
     company_name, partner_id, event_slot_id, event_ticket_id, sale_order_id,
-    sale_status::text AS sale_status, state_origin::text AS state_origin
+    sale_status::text AS sale_status, state_origin::text AS state_origin, hold_expires_at
 FROM event.registrations WHERE id = $1
 FOR NO KEY UPDATE  -- after the event (and slot, ticket) rows: the fixed lock order
 """

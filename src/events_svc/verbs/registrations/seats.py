@@ -1,15 +1,19 @@
 """Seat truth: the ONE seat counter of the service.
 
-A seat is a registration for which `event.holds_seat(state, active, sale_status)` holds
-(the one definition, in SQL: an active `open` or `done` row, or an active `draft` of an
-unpaid order, `sale_status = to_pay`); nothing is stored. `reserved` counts open rows,
-`used` done rows, `held` the unpaid drafts, `taken` all three, and `available = cap -
+A seat is a registration for which `event.holds_seat_at(state, active, sale_status,
+hold_expires_at, now())` holds (the one definition, in SQL: an active `open` or `done`
+row, an active `draft` of an unpaid order, `sale_status = to_pay`, or an active `draft`
+held for a waiting-list offer whose hold has not ended); nothing is stored. The time is
+the transaction's start: a writer that counts under the event lock never counts a hold
+as ended later than one that locked after it. `reserved` counts open rows, `used` done
+rows, `held` the drafts (unpaid or offered), `taken` all three, and `available = cap -
 taken` only when the cap is above 0 (0 or less is unlimited, everywhere). On a
 multi-slot event the event cap applies per slot, so the event-level cap is
 `seats_max * slot count`. Every read of seats comes from `get_seat_view`; the register
 verb counts with a `SeatLedger` (once per scope for a whole combined batch) and the
 state machine with `ensure_seats`, under their locks; a lowered cap is checked by
-`ensure_cap_covers_taken`.
+`ensure_cap_covers_taken`. The waiting list is not a counter: its entries' seats are
+only set aside from what the public intake may take (`SeatLedger.take(behind_queue=)`).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from events_svc.db import Connection
 _TAKEN_BY_SCOPE = """
 SELECT event_ticket_id, event_slot_id, state::text AS state, count(*) AS n
 FROM event.registrations
-WHERE event_id = $1 AND event.holds_seat(state, active, sale_status)
+WHERE event_id = $1 AND event.holds_seat_at(state, active, sale_status, hold_expires_at, now())
 GROUP BY event_ticket_id, event_slot_id, state
 """
 _TICKETS = "SELECT id, seats_max FROM event.tickets WHERE event_id = $1 ORDER BY created_at, id"
@@ -104,20 +108,32 @@ async def get_seat_view(conn: Connection, event: dict[str, Any]) -> dict[str, An
 # each an index-only scan of its partial index (registrations_seat_*_idx).
 _COUNT_EVENT = """
 SELECT count(*) FROM event.registrations
-WHERE event_id = $1 AND event.holds_seat(state, active, sale_status)
+WHERE event_id = $1
+  AND event.holds_seat_at(state, active, sale_status, hold_expires_at, now())
 """
 _COUNT_TICKET = """
 SELECT count(*) FROM event.registrations
-WHERE event_ticket_id = $1 AND event.holds_seat(state, active, sale_status)
+WHERE event_ticket_id = $1
+  AND event.holds_seat_at(state, active, sale_status, hold_expires_at, now())
 """
 _COUNT_SLOT = """
 SELECT count(*) FROM event.registrations
-WHERE event_slot_id = $1 AND event.holds_seat(state, active, sale_status)
+WHERE event_slot_id = $1
+  AND event.holds_seat_at(state, active, sale_status, hold_expires_at, now())
 """
 _COUNT_SLOT_TICKET = """
 SELECT count(*) FROM event.registrations
-WHERE event_slot_id = $1 AND event_ticket_id = $2 AND event.holds_seat(state, active, sale_status)
+WHERE event_slot_id = $1 AND event_ticket_id = $2
+  AND event.holds_seat_at(state, active, sale_status, hold_expires_at, now())
 """
+
+
+_WAITING = """
+SELECT event_ticket_id, event_slot_id, sum(seats)::int AS seats
+FROM event.waitlist_entry WHERE event_id = $1 AND status = 'waiting'
+GROUP BY event_ticket_id, event_slot_id
+"""
+Key = tuple[str, UUID, UUID | None]  # (scope, scope id, slot of a slot-ticket scope)
 
 
 class SeatLedger:
@@ -126,13 +142,16 @@ class SeatLedger:
     Each limited scope is counted once, under the locks (an index-only scan of its partial
     index); every registration the transaction accepts then adds to the running count, so
     a combined batch decides each request in arrival order against what the ones before it
-    took, exactly as if each had counted for itself.
+    took, exactly as if each had counted for itself. A request that lets the waiting list
+    go first (the public intake) also needs room past the seats of every entry still
+    waiting in the scope (read once, when such a request comes).
     """
 
     def __init__(self, conn: Connection, event: dict[str, Any]) -> None:
         self._conn = conn
         self._event = event
-        self._taken: dict[tuple[str, UUID, UUID | None], int] = {}
+        self._taken: dict[Key, int] = {}
+        self._queued: Counter[Key] | None = None
 
     def _scopes(
         self, slot_id: UUID | None, ticket: dict[str, Any] | None
@@ -156,16 +175,54 @@ class SeatLedger:
                 scopes.append(("ticket", ticket["id"], None, t_cap, _COUNT_TICKET))
         return scopes
 
-    async def take(self, slot_id: UUID | None, ticket: dict[str, Any] | None, wanted: int) -> None:
+    def _keys(self, slot_id: UUID | None, ticket_id: UUID | None) -> list[Key]:
+        """Every scope (limited or not) a seat of this slot and ticket is counted in."""
+        multi = bool(self._event["is_multi_slots"]) and slot_id is not None
+        if multi:
+            assert slot_id is not None
+            keys: list[Key] = [("slot", slot_id, None)]
+        else:
+            keys = [("event", self._event["id"], None)]
+        if ticket_id is not None:
+            key: Key = ("slot_ticket", ticket_id, slot_id) if multi else ("ticket", ticket_id, None)
+            keys.append(key)
+        return keys
+
+    async def queued(self) -> Counter[Key]:
+        """The seats of the entries waiting in each scope (read once per transaction)."""
+        if self._queued is None:
+            self._queued = Counter()
+            for row in await self._conn.fetch(_WAITING, self._event["id"]):
+                for key in self._keys(row["event_slot_id"], row["event_ticket_id"]):
+                    self._queued[key] += int(row["seats"])
+        return self._queued
+
+    async def waiting_for(self, slot_id: UUID | None, ticket: dict[str, Any] | None) -> int:
+        """The seats waiting in the limited scopes a request of this slot and ticket takes."""
+        queued = await self.queued()
+        return sum(queued[(s, sid, slot)] for s, sid, slot, _, _ in self._scopes(slot_id, ticket))
+
+    async def take(
+        self,
+        slot_id: UUID | None,
+        ticket: dict[str, Any] | None,
+        wanted: int,
+        *,
+        behind_queue: bool = False,
+        keep: bool = True,
+    ) -> None:
         """Take `wanted` seats in every limited scope, or refuse `event_seats_exhausted`
-        (naming the first scope that lacks them) and take none."""
+        (naming the first scope that lacks them) and take none. `behind_queue`: the seats
+        of the entries waiting in a scope are not there for this request. `keep=False`
+        only asks (nothing is taken)."""
         scopes = self._scopes(slot_id, ticket)
+        queued = await self.queued() if behind_queue and scopes else Counter[Key]()
         for scope, scope_id, slot, cap, sql in scopes:
             key = (scope, scope_id, slot)
             if key not in self._taken:
                 args = (slot, scope_id) if slot is not None else (scope_id,)
                 self._taken[key] = int(await self._conn.fetchval(sql, *args))
-            taken = self._taken[key]
+            taken = self._taken[key] + queued[key]
             if taken + wanted > cap:
                 available = max(cap - taken, 0)
                 raise errors.SeatsExhausted(
@@ -176,8 +233,9 @@ class SeatLedger:
                     available=available,
                     missing=wanted - available,
                 )
-        for scope, scope_id, slot, _, _ in scopes:
-            self._taken[(scope, scope_id, slot)] += wanted
+        if keep:
+            for scope, scope_id, slot, _, _ in scopes:
+                self._taken[(scope, scope_id, slot)] += wanted
 
 
 async def ensure_seats(

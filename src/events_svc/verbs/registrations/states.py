@@ -39,15 +39,17 @@ from events_svc.verbs.registrations.seats import ensure_seats
 
 State = RegistrationState
 OfficerTarget = Literal["open", "draft", "done"]  # cancel needs a reason: corrections
-Origin = Literal["sale", "officer"]
+Origin = Literal["sale", "officer", "waitlist"]
 
 # whether a change makes a row hold a seat, or become one the scheduler mails: the two
 # rules asked of their one definition
 _ENTERING = """
-SELECT event.holds_seat($4::event.registration_state, $5, $6::event.sale_status)
-       AND NOT event.holds_seat($1::event.registration_state, $2, $3::event.sale_status)
+SELECT event.holds_seat_at($5::event.registration_state, $6, $7::event.sale_status,
+           $8::timestamptz, now())
+       AND NOT event.holds_seat_at($1::event.registration_state, $2, $3::event.sale_status,
+           $4::timestamptz, now())
        AS takes_seat,
-       event.gets_mail($4::event.registration_state, $5)
+       event.gets_mail($5::event.registration_state, $6)
        AND NOT event.gets_mail($1::event.registration_state, $2) AS gets_mail
 """
 _LOCK_EVENT = """
@@ -61,6 +63,7 @@ _LOCK_TICKET = "SELECT id, seats_max FROM event.tickets WHERE id = $1 FOR NO KEY
 _SET_STATE = """
 UPDATE event.registrations SET state = $2::event.registration_state,
     sale_status = $4::event.sale_status, state_origin = $5::event.state_origin,
+    hold_expires_at = NULL,  -- a held offer's hold ends with its draft state
     date_closed = CASE WHEN $2 = 'done' THEN coalesce(date_closed, $3) ELSE date_closed END,
     version = version + 1, updated_at = $3
 WHERE id = $1
@@ -94,9 +97,10 @@ async def lock_scope(
     return dict(must(await conn.fetchrow(_LOCK_TICKET, ticket_id)))
 
 
-async def _entering(
-    conn: Connection, before: tuple[str, bool, str | None], after: tuple[str, bool, str | None]
-) -> tuple[bool, bool]:
+Seen = tuple[str, bool, str | None, datetime | None]  # state, active, sale status, hold end
+
+
+async def _entering(conn: Connection, before: Seen, after: Seen) -> tuple[bool, bool]:
     """(the change makes the row hold a seat, the change makes it one the scheduler mails)."""
     row = must(await conn.fetchrow(_ENTERING, *before, *after))
     return bool(row["takes_seat"]), bool(row["gets_mail"])
@@ -123,7 +127,9 @@ async def write_state(
     stranded)."""
     current, active = reg["state"], reg["active"]
     takes_seat, _ = await _entering(
-        conn, (current, active, reg["sale_status"]), (target, active, sale_status)
+        conn,
+        (current, active, reg["sale_status"], reg["hold_expires_at"]),
+        (target, active, sale_status, None),  # the write ends a hold
     )
     overbooked = False
     if takes_seat:
@@ -133,7 +139,8 @@ async def write_state(
             if not overbook:
                 raise
             overbooked = True
-    stored_origin = origin if reg["sale_order_id"] is not None else None
+    # a sale-linked row records who set its state; any other keeps where it came from
+    stored_origin = origin if reg["sale_order_id"] is not None else reg["state_origin"]
     await conn.execute(_SET_STATE, reg["id"], target, now, sale_status, stored_origin)
     if target == "open" and current in ("draft", "cancel") and active:
         await arm_entering_open(conn, event["id"], [reg["id"]], now)
@@ -141,7 +148,7 @@ async def write_state(
         # confirmed (open, or checked in straight from draft): the lead rules may take it
         await queue_for_registrations(conn, event["id"], [reg["id"]], "confirm", now)
     summary: dict[str, Any] = {"from": current, "to": target, **(note or {})}
-    if stored_origin is not None:
+    if stored_origin is not None and reg["sale_order_id"] is not None:
         summary["origin"] = stored_origin
     if sale_status != reg["sale_status"]:
         summary["sale_status"] = sale_status
@@ -229,9 +236,9 @@ async def set_active(
         event, ticket, reg = await lock_for_change(conn, actor, registration_id, seats=active)
         check_if_match(reg["version"], if_match, name="version")
         if reg["active"] != active:
-            state, status = reg["state"], reg["sale_status"]
+            state, status, hold = reg["state"], reg["sale_status"], reg["hold_expires_at"]
             takes_seat, gets_mail = await _entering(
-                conn, (state, not active, status), (state, active, status)
+                conn, (state, not active, status, hold), (state, active, status, hold)
             )
             if takes_seat:
                 await ensure_seats(conn, event, reg["event_slot_id"], ticket, 1)

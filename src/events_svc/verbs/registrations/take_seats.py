@@ -58,6 +58,17 @@ SELECT id, seats_max, limit_max_per_order, start_sale_datetime, end_sale_datetim
 FROM event.tickets WHERE id = ANY($1::uuid[]) AND event_id = $2
 ORDER BY id FOR NO KEY UPDATE  -- after the event and slot rows: the fixed lock order
 """
+_READ_EVENT = """
+SELECT e.id, e.company_id, e.seats_limited, e.seats_max, e.is_multi_slots,
+    e.kanban_state::text AS kanban_state, false AS has_schedulers
+FROM event.events e
+WHERE e.id = $1 AND event.visible_to(e.company_id, $2)
+"""
+_READ_SLOTS = "SELECT id FROM event.slots WHERE id = ANY($1::uuid[]) AND event_id = $2"
+_READ_TICKETS = """
+SELECT id, seats_max, limit_max_per_order, start_sale_datetime, end_sale_datetime
+FROM event.tickets WHERE id = ANY($1::uuid[]) AND event_id = $2
+"""
 _QUESTIONS = """
 SELECT q.id, q.question_type::text AS kind, q.is_mandatory_answer, rq.once_per_order,
     ARRAY(SELECT a.id FROM event.question_answers a WHERE a.question_id = q.id) AS answer_ids
@@ -72,20 +83,21 @@ WITH new AS (
     SELECT * FROM unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
         $8::uuid[], $9::uuid[], $10::uuid[], $11::text[], $12::timestamptz[], $13::text[],
         $14::text[], $15::uuid[], $16::text[], $17::text[], $18::uuid[], $19::text[],
-        $20::boolean[], $21::text[], $23::uuid[])
+        $20::boolean[], $21::text[], $23::uuid[], $24::timestamptz[])
         AS a(name, email, phone, company_name, barcode, slot_id, ticket_id, partner_id,
             state, at, actor_id, actor_kind, actor_company, source, sale_status, order_id,
-            order_state, amount_is_zero, origin, order_company)
+            order_state, amount_is_zero, origin, order_company, hold)
 ), ins AS (
     INSERT INTO event.registrations (event_id, event_is_multi_slots, event_slot_id,
         event_ticket_id, state, name, email, phone, company_name, partner_id, barcode,
         company_id, date_open, created_at, updated_at, sale_status, sale_order_id,
-        sale_order_state, sale_amount_is_zero, state_origin, sale_order_company_id)
+        sale_order_state, sale_amount_is_zero, state_origin, sale_order_company_id,
+        hold_expires_at)
     SELECT $1, $2, slot_id, ticket_id, state::event.registration_state, name, email, phone,
         company_name, partner_id, barcode, $22::uuid,
         CASE WHEN state = 'open' THEN at END, at, at, sale_status::event.sale_status,
         order_id, order_state::event.sale_order_state, amount_is_zero,
-        origin::event.state_origin, order_company
+        origin::event.state_origin, order_company, hold
     FROM new
     ON CONFLICT ON CONSTRAINT registrations_barcode_key DO NOTHING
     RETURNING id, event_id, event_slot_id, event_ticket_id, state::text AS state,
@@ -145,10 +157,24 @@ class RegisterRequest:
     require_mandatory: bool = False
     sale: SaleMint | None = None
     arm_leads: bool = True  # False: the bulk imports' declared exemption (IMPORT-EXEMPT)
+    hold_until: datetime | None = None  # a waiting-list offer: drafts held until then
 
     @property
     def state(self) -> str:
+        if self.hold_until is not None:
+            return "draft"
         return self.sale.state if self.sale is not None else "open"
+
+    @property
+    def origin(self) -> str | None:
+        if self.hold_until is not None:
+            return "waitlist"
+        return "sale" if self.sale is not None else None
+
+    @property
+    def queue_first(self) -> bool:
+        """The public intake serves the waiting list first (officers are not held back)."""
+        return self.source == "intake"
 
 
 @dataclass
@@ -200,6 +226,16 @@ class _Scope:
             rows = await self.conn.fetch(_LOCK_TICKETS, ticket_ids, event_id)
             self.tickets = {row["id"]: dict(row) for row in rows}
 
+    async def read(self, slot_id: UUID | None, ticket_id: UUID | None) -> None:
+        """The slot and ticket of one request, unlocked (a snapshot for a read-only ask)."""
+        event_id = self.event["id"]
+        if slot_id is not None and self.event["is_multi_slots"]:
+            rows = await self.conn.fetch(_READ_SLOTS, [slot_id], event_id)
+            self.slots = {row["id"] for row in rows}
+        if ticket_id is not None:
+            rows = await self.conn.fetch(_READ_TICKETS, [ticket_id], event_id)
+            self.tickets = {row["id"]: dict(row) for row in rows}
+
     async def questions(self) -> dict[UUID, dict[str, Any]]:
         if self._questions is None:
             rows = await self.conn.fetch(_QUESTIONS, self.event["id"])
@@ -207,40 +243,94 @@ class _Scope:
         return self._questions
 
 
+def _refusals(
+    scope: _Scope,
+    slot_id: UUID | None,
+    ticket_id: UUID | None,
+    now: datetime,
+    size: int,
+    default_cap: int = MAX_GROUP,
+) -> dict[str, Any] | None:
+    """A request's refusals in the verb's fixed order (slot, ticket, cancelled event, sale
+    window, per-order cap); answers its ticket row."""
+    event = scope.event
+    if event["is_multi_slots"] and slot_id is None:
+        raise errors.SlotRequired(field="event_slot_id")
+    if slot_id is not None:
+        if not event["is_multi_slots"]:
+            raise errors.SlotNotInEvent("This event does not run in slots.", field="event_slot_id")
+        if slot_id not in scope.slots:
+            raise errors.SlotNotInEvent(field="event_slot_id")
+    ticket = None
+    if ticket_id is not None:
+        ticket = scope.tickets.get(ticket_id)
+        if ticket is None:
+            raise errors.TicketNotInEvent(field="event_ticket_id")
+    if event["kanban_state"] == "cancel":
+        raise errors.EventCancelled()
+    cap = default_cap
+    if ticket is not None:
+        _check_sale_window(ticket, now)
+        if ticket["limit_max_per_order"] > 0:
+            cap = ticket["limit_max_per_order"]
+    if size > cap:
+        raise errors.PerOrderCapExceeded(maximum=cap, requested=size)
+    return ticket
+
+
 async def _decide(scope: _Scope, r: RegisterRequest) -> _Accepted:
     """One request's refusals in the verb's fixed order, then its seats (taken from the
     ledger only when every check passed)."""
     if not r.attendees:
         raise errors.ValidationFailed("At least one attendee is required.")
-    event = scope.event
-    if event["is_multi_slots"] and r.slot_id is None:
-        raise errors.SlotRequired(field="event_slot_id")
-    if r.slot_id is not None:
-        if not event["is_multi_slots"]:
-            raise errors.SlotNotInEvent("This event does not run in slots.", field="event_slot_id")
-        if r.slot_id not in scope.slots:
-            raise errors.SlotNotInEvent(field="event_slot_id")
-    ticket = None
-    if r.ticket_id is not None:
-        ticket = scope.tickets.get(r.ticket_id)
-        if ticket is None:
-            raise errors.TicketNotInEvent(field="event_ticket_id")
-    if event["kanban_state"] == "cancel":
-        raise errors.EventCancelled()
-    cap = MAX_GROUP
-    if ticket is not None:
-        _check_sale_window(ticket, r.now)
-        if ticket["limit_max_per_order"] > 0:
-            cap = ticket["limit_max_per_order"]
-    if len(r.attendees) > cap:
-        raise errors.PerOrderCapExceeded(maximum=cap, requested=len(r.attendees))
+    ticket = _refusals(scope, r.slot_id, r.ticket_id, r.now, len(r.attendees))
     needs_questions = r.require_mandatory or any(a.answers for a in r.attendees)
     questions = await scope.questions() if needs_questions else {}
     group = share_general_answers(r.attendees, questions)
     resolved = [resolve_answers(a, questions, r.require_mandatory) for a in group]
     if r.state != "cancel":  # a cancelled row holds no seat
-        await scope.ledger.take(r.slot_id, ticket, len(r.attendees))
+        await scope.ledger.take(r.slot_id, ticket, len(r.attendees), behind_queue=r.queue_first)
     return _Accepted(r, resolved)
+
+
+@dataclass(frozen=True)
+class QueuePlace:
+    """What a waiting-list join needs to know of its scope: whether the intake would take
+    the request now (behind the queue), and the seats already waiting in its scopes."""
+
+    event: dict[str, Any]
+    fits: bool
+    waiting: int
+
+
+async def assess_queue_place(
+    conn: Connection,
+    actor: Actor,
+    event_id: UUID,
+    *,
+    slot_id: UUID | None,
+    ticket_id: UUID | None,
+    seats: int,
+    now: datetime,
+    default_cap: int,
+    behind_queue: bool = True,
+) -> QueuePlace:
+    """The register verb's refusals and seats for a waiting-list request, read without
+    locks (a snapshot: the intake and the offer pass decide under the event lock, so a
+    stale answer here never costs a seat). `fits`: the seats are free (past the seats of
+    the entries waiting in its scopes, unless `behind_queue` is False)."""
+    row = await conn.fetchrow(_READ_EVENT, event_id, actor.company_id)
+    if row is None:
+        raise errors.NotFound("No such event.")
+    scope = _Scope(conn, dict(row))
+    await scope.read(slot_id, ticket_id)
+    ticket = _refusals(scope, slot_id, ticket_id, now, seats, default_cap)
+    waiting = await scope.ledger.waiting_for(slot_id, ticket)
+    try:
+        await scope.ledger.take(slot_id, ticket, seats, behind_queue=behind_queue, keep=False)
+    except errors.SeatsExhausted:
+        return QueuePlace(scope.event, False, waiting)
+    return QueuePlace(scope.event, True, waiting)
 
 
 async def register_in(conn: Connection, request: RegisterRequest) -> Registered:
@@ -341,6 +431,7 @@ async def _insert(conn: Connection, event: dict[str, Any], accepted: list[_Accep
             *columns,
             event["company_id"],
             [r.sale.company_id if r.sale else None for r, _ in batch],
+            [r.hold_until for r, _ in batch],
         )
         for row in found:
             views[codes[row["barcode"]]] = dict(row)
@@ -372,5 +463,5 @@ def _columns(batch: list[tuple[RegisterRequest, dict[str, str]]], codes: list[st
         [s.order_id if s else None for s in sales],
         [s.order_state if s else None for s in sales],
         [s.amount_is_zero if s else None for s in sales],
-        ["sale" if s else None for s in sales],
+        [r.origin for r in reqs],
     ]

@@ -1,0 +1,200 @@
+"""Joining a waiting list, an entry's status by its link, and an event's list for
+operators.
+
+A join goes through the intake's door (`public.intake_event`: by event id a published,
+open event; by a private intake link an unpublished one too) and the register verb's own
+refusals for its scope (`registrations.assess_queue_place`: slot, ticket, cancelled
+event, sale window, per-order cap), then:
+
+- 409 `waitlist_disabled` when the event keeps no list;
+- 409 `waitlist_not_needed` when the intake would take the request now and nobody
+  waits in its scopes (register instead);
+- 409 `waitlist_already_joined` when the address already waits (or holds an offer) for
+  the same event, ticket and slot: the partial unique index decides, so two concurrent
+  joins of one person leave one entry.
+
+A join reads seats without locks: the intake and the offer pass decide under the event
+lock, so a stale read here never costs a seat. When seats are free while others wait
+(the pass has not served them yet), the join wakes the offer pass.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+from zoneinfo import ZoneInfo
+
+from events_svc import errors
+from events_svc.actors import Actor
+from events_svc.capabilities import WAITLIST, CapabilityCodec
+from events_svc.db import Pool, connection, must, transaction
+from events_svc.links import waitlist_token
+from events_svc.verbs.audit import write_audit
+from events_svc.verbs.common import clamp_limit, decode_cursor, in_zone, page
+from events_svc.verbs.fence import get_event_row
+from events_svc.verbs.public import PUBLIC_INTAKE, intake_event, tickets_token
+from events_svc.verbs.registrations import assess_queue_place
+from events_svc.verbs.waitlist.records import (
+    entry_view,
+    list_rows,
+    position_of,
+    read_entry,
+)
+from events_svc.verbs.waitlist.settings import read_settings
+
+WAKE = "SELECT pg_notify('event_waitlist_due', $1::text)"
+MAX_SEATS_WITHOUT_TICKET = 10
+_INSERT = """
+INSERT INTO event.waitlist_entry AS w (event_id, company_id, event_ticket_id, event_slot_id,
+    seats, name, email, phone)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+ON CONFLICT DO NOTHING  -- the one live entry per person and scope (waitlist_entry_once_idx)
+RETURNING w.*
+"""
+
+
+async def join(
+    pool: Pool,
+    codec: CapabilityCodec,
+    key: str,
+    request: dict[str, Any],
+    now: datetime,
+) -> tuple[dict[str, Any], str]:
+    """A place in the queue of the request's scope: (the entry with its position, its
+    status capability)."""
+    event_id = await intake_event(pool, codec, key, now)
+    slot_id, ticket_id = request.get("event_slot_id"), request.get("event_ticket_id")
+    seats = int(request.get("seats") or 1)
+    async with transaction(pool) as conn:
+        if not (await read_settings(conn, event_id))["enabled"]:
+            raise errors.WaitlistDisabled()
+        place = await assess_queue_place(
+            conn,
+            PUBLIC_INTAKE,
+            event_id,
+            slot_id=slot_id,
+            ticket_id=ticket_id,
+            seats=seats,
+            now=now,
+            default_cap=MAX_SEATS_WITHOUT_TICKET,
+        )
+        if place.fits and place.waiting == 0:
+            raise errors.WaitlistNotNeeded()
+        row = await conn.fetchrow(
+            _INSERT,
+            event_id,
+            place.event["company_id"],
+            ticket_id,
+            slot_id,
+            seats,
+            request["name"],
+            request["email"],
+            request.get("phone") or "",
+        )
+        if row is None:
+            raise errors.WaitlistAlreadyJoined()
+        entry = dict(row)
+        entry["position"] = await position_of(conn, entry)
+        await write_audit(
+            conn,
+            PUBLIC_INTAKE,
+            "waitlist_joined",
+            "waitlist_entry",
+            entry["id"],
+            event_id=event_id,
+            summary={"seats": seats},
+        )
+        if place.fits:  # seats are free while others wait: the pass serves the queue now
+            await conn.execute(WAKE, str(event_id))
+    return entry, waitlist_token(codec, entry["id"], event_id)
+
+
+def open_link(codec: CapabilityCodec, token: str, now: datetime) -> tuple[UUID, UUID]:
+    """(entry id, event id) of a waiting-list link; the uniform public 404 otherwise."""
+    payload = codec.open(WAITLIST, token, now)
+    try:
+        if payload is None:
+            raise KeyError("w")
+        return UUID(str(payload["w"])), UUID(str(payload["e"]))
+    except (KeyError, ValueError):
+        raise errors.EventNotPublished() from None
+
+
+def public_status(entry: dict[str, Any], position: int | None) -> dict[str, Any]:
+    """What the link's holder sees: an offer past its deadline is already `expired`."""
+    status = entry["status"]
+    deadline = entry["offer_expires_at"]
+    return {
+        "status": status,
+        "position": position,
+        "seats": entry["seats"],
+        "offer_expires_at": deadline if status in ("offered", "expired") else None,
+    }
+
+
+_EVENT = """
+SELECT id, name, date_begin, date_end, date_tz, location FROM event.events WHERE id = $1
+"""
+
+
+async def entry_status(
+    pool: Pool, codec: CapabilityCodec, token: str, now: datetime
+) -> tuple[dict[str, Any], str | None]:
+    """(the entry's status with its event, the my-tickets token once accepted) of a
+    waiting-list link."""
+    entry_id, event_id = open_link(codec, token, now)
+    async with connection(pool) as conn:
+        try:
+            entry = await read_entry(conn, entry_id, event_id)
+        except errors.NotFound:
+            raise errors.EventNotPublished() from None
+        if entry["status"] == "offered" and entry["offer_expires_at"] <= await _db_now(conn):
+            entry["status"] = "expired"  # the pass has not swept it yet: it is over
+        view = public_status(entry, await position_of(conn, entry))
+        event = dict(must(await conn.fetchrow(_EVENT, event_id)))
+    zone = ZoneInfo(event["date_tz"])
+    event["date_begin"] = in_zone(event["date_begin"], zone)
+    event["date_end"] = in_zone(event["date_end"], zone)
+    view["event"] = event
+    tickets = None
+    if entry["status"] == "accepted":
+        tickets = tickets_token(codec, event_id, list(entry["registration_ids"]))
+    return view, tickets
+
+
+async def _db_now(conn: Any) -> datetime:
+    """The database's clock: every deadline of the waiting list is read against it."""
+    at: datetime = await conn.fetchval("SELECT clock_timestamp()")
+    return at
+
+
+async def list_entries(
+    pool: Pool,
+    actor: Actor,
+    event_id: UUID,
+    *,
+    status: str | None,
+    cursor: str | None,
+    limit: int | None,
+    pii_full: bool,
+) -> dict[str, Any]:
+    """The event's entries in queue order, masked unless `pii_full` (audited)."""
+    size = clamp_limit(limit)
+    after = decode_cursor(cursor, datetime)
+    async with connection(pool) as conn:
+        await get_event_row(conn, actor, event_id)
+        rows = await list_rows(conn, event_id, status, after, size)
+        if pii_full and rows:
+            await write_audit(
+                conn,
+                actor,
+                "waitlist_pii_read",
+                "waitlist_entry",
+                None,
+                event_id=event_id,
+                summary={"what": "waitlist", "rows": min(len(rows), size)},
+            )
+    result = page(rows, size, "created_at")
+    result["items"] = [entry_view(r, pii_full) for r in result["items"]]
+    return result

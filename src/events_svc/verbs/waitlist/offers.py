@@ -1,0 +1,616 @@
+"""Offers: freed seats offered in queue order (the pass, or an operator out of turn), and
+the answers to an offer (accept, decline) or an operator's removal.
+
+An offer is made of held drafts: one draft registration per seat, taken through the ONE
+seat-taking transaction (`registrations.register_batch_in`, as the `waitlist` system
+actor, state `draft`, origin `waitlist`, `hold_expires_at` = the offer's deadline). The
+seat counter counts a draft whose hold has not ended, so an offer and a registration can
+never take the same seat, and there is no second counter. The first draft carries the
+entry's name, email and phone; the others `<name> (guest n)` and the same email (a
+correction renames them later).
+
+Each event is served in one transaction, locking as the register verb does (the event
+row, then its slot and ticket rows) after claiming the event's settings row with
+`FOR UPDATE SKIP LOCKED` (one process serves an event at a time; the others go on to the
+next). It first expires the offers whose deadline has passed (their drafts are cancelled
+through the one state transition with reason `waitlist_offer_expired`, the entry becomes
+`expired`), then decides the waiting entries in queue order (`created_at`, then id): the
+first whose seats fit is offered, and one whose seats do not fit is skipped for now and
+keeps its place, so a smaller entry behind it may be served first. Each offer's mail goes
+into the outbox in the same transaction: the event's offer template, or the built-in
+text when it has none (or it cannot be rendered).
+
+Accepting turns the drafts into `open` through the one state transition (armed like any
+new attendee); declining, an operator's removal and an expiry cancel them, which frees
+their seats and wakes the pass (the `registrations_wake_waitlist` trigger). Every
+deadline is read against the database's clock.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+from uuid import UUID
+from zoneinfo import ZoneInfo
+
+from events_svc import errors
+from events_svc.actors import Actor
+from events_svc.capabilities import CapabilityCodec
+from events_svc.db import Connection, Pool, connection, must, transaction
+from events_svc.models import AttendeeInput
+from events_svc.ports import MailRefused, OutgoingMessage, Ports, RenderRequest
+from events_svc.verbs.audit import write_audit
+from events_svc.verbs.common import in_zone
+from events_svc.verbs.fence import lock_event
+from events_svc.verbs.mail import LinkBuilder, Senders, recipient_context
+from events_svc.verbs.public import tickets_token
+from events_svc.verbs.registrations import (
+    Registered,
+    RegisterRequest,
+    assess_queue_place,
+    lock_event_by_id,
+    lock_registration,
+    lock_scope,
+    register_batch_in,
+    write_state,
+)
+from events_svc.verbs.waitlist.entries import open_link, public_status
+from events_svc.verbs.waitlist.records import entry_view, position_of, read_entry
+from events_svc.verbs.waitlist.settings import read_settings
+
+log = logging.getLogger("events_svc.waitlist")
+
+WAITLIST_ACTOR = Actor(id="waitlist", kind="system")
+WaitlistLinks = Callable[[UUID, UUID], dict[str, str]]  # (entry, event) -> offer, decline
+NAME_MAX = 256
+
+_CLAIM = """
+SELECT enabled, offer_hours, offer_template_id FROM event.waitlist_settings
+WHERE event_id = $1
+FOR NO KEY UPDATE SKIP LOCKED  -- one process serves an event at a time
+"""
+_EVENT = """
+SELECT id, name, date_begin, date_end, date_tz, location, event_url, organizer_id,
+    company_id, kanban_state::text AS kanban_state, active
+FROM event.events WHERE id = $1
+"""
+_DUE = """
+SELECT event_id, bool_or(status = 'offered' AND offer_expires_at <= clock_timestamp()) AS expiring
+FROM event.waitlist_entry WHERE status IN ('waiting', 'offered')
+GROUP BY event_id ORDER BY event_id LIMIT $1
+"""
+_NEXT_EXPIRY = """
+SELECT min(offer_expires_at) FROM event.waitlist_entry WHERE status = 'offered'
+"""
+_SCOPES_WAITING = """
+SELECT event_ticket_id, event_slot_id, min(seats) AS seats
+FROM event.waitlist_entry WHERE event_id = $1 AND status = 'waiting'
+GROUP BY event_ticket_id, event_slot_id
+"""
+_EXPIRE = """
+UPDATE event.waitlist_entry
+SET status = 'expired', decided_at = clock_timestamp(), updated_at = clock_timestamp()
+WHERE event_id = $1 AND status = 'offered' AND offer_expires_at <= clock_timestamp()
+RETURNING id, registration_ids
+"""
+_WAITING_PAGE = """
+SELECT w.* FROM event.waitlist_entry w
+WHERE w.event_id = $1 AND w.status = 'waiting'
+  AND ($2::timestamptz IS NULL OR (w.created_at, w.id) > ($2, $3::uuid))
+ORDER BY w.created_at, w.id LIMIT $4
+FOR NO KEY UPDATE  -- after the event, slot and ticket rows
+"""
+_OFFERED = """
+UPDATE event.waitlist_entry w
+SET status = 'offered', offered_at = $2, offer_expires_at = $3, updated_at = $2,
+    registration_ids = x.ids
+FROM jsonb_to_recordset($1::jsonb) AS x(id uuid, ids uuid[])
+WHERE w.id = x.id
+"""
+_CLOSE = """
+UPDATE event.waitlist_entry w
+SET status = $2::event.waitlist_status, decided_at = clock_timestamp(),
+    updated_at = clock_timestamp()
+WHERE w.id = $1
+RETURNING w.*
+"""
+_NAMES = """
+SELECT (SELECT name FROM event.tickets WHERE id = $1) AS ticket_name,
+    s.date_begin AS slot_begin, s.date_end AS slot_end
+FROM (SELECT 1) one LEFT JOIN event.slots s ON s.id = $2
+"""
+_DB_NOW = "SELECT clock_timestamp()"
+
+
+@dataclass(frozen=True)
+class OfferOptions:
+    """How offers are made: the mail's links, the fallback sender, entries per page."""
+
+    links: LinkBuilder
+    waitlist_links: WaitlistLinks
+    default_sender: str
+    batch: int = 500
+
+
+@dataclass
+class OfferSummary:
+    """What one pass did."""
+
+    offered: int = 0
+    expired: int = 0
+    events: int = 0
+    skipped: int = 0  # events another process was serving
+    more: bool = False
+
+    @property
+    def progressed(self) -> bool:
+        return bool(self.offered or self.expired)
+
+
+@dataclass
+class _Served:
+    offered: list[dict[str, Any]] = field(default_factory=list)
+    refused: dict[UUID, errors.DomainError] = field(default_factory=dict)
+
+
+def _guest_name(name: str, n: int) -> str:
+    suffix = f" (guest {n})"
+    return name[: NAME_MAX - len(suffix)] + suffix
+
+
+def _request(entry: dict[str, Any], hold_until: datetime, now: datetime) -> RegisterRequest:
+    """The held drafts of an entry's offer, as one request of the register verb."""
+    first = AttendeeInput(name=entry["name"], email=entry["email"], phone=entry["phone"])
+    guests = [
+        AttendeeInput(name=_guest_name(entry["name"], n), email=entry["email"])
+        for n in range(1, entry["seats"])
+    ]
+    return RegisterRequest(
+        actor=WAITLIST_ACTOR,
+        event_id=entry["event_id"],
+        attendees=[first, *guests],
+        now=now,
+        slot_id=entry["event_slot_id"],
+        ticket_id=entry["event_ticket_id"],
+        source="waitlist",
+        arm_leads=False,  # not an attendee yet: the lead rules see it when accepted
+        hold_until=hold_until,
+    )
+
+
+async def _offer(
+    conn: Connection,
+    ports: Ports,
+    options: OfferOptions,
+    event: dict[str, Any],
+    settings: dict[str, Any],
+    entries: list[dict[str, Any]],
+    sender: str,
+    now: datetime,
+) -> _Served:
+    """Offer seats to `entries` (locked, waiting, in queue order) where they fit: held
+    drafts, the entries `offered`, their mails queued. Inside the caller's transaction,
+    after the event lock."""
+    served = _Served()
+    if not entries:
+        return served
+    at: datetime = await conn.fetchval(_DB_NOW)
+    deadline = at + timedelta(hours=int(settings["offer_hours"]))
+    results = await register_batch_in(conn, [_request(e, deadline, now) for e in entries])
+    made: list[tuple[dict[str, Any], Registered]] = []
+    for entry, result in zip(entries, results, strict=True):
+        if isinstance(result, errors.DomainError):
+            served.refused[entry["id"]] = result
+        else:
+            made.append((entry, result))
+    if not made:
+        return served
+    rows = [
+        {"id": str(e["id"]), "ids": [str(r["id"]) for r in reg.registrations]} for e, reg in made
+    ]
+    await conn.execute(_OFFERED, rows, at, deadline)  # the pool's codec writes the jsonb
+    for entry, reg in made:
+        entry.update(
+            status="offered",
+            offered_at=at,
+            offer_expires_at=deadline,
+            registration_ids=[r["id"] for r in reg.registrations],
+        )
+        served.offered.append(entry)
+    await _mail_offers(conn, ports, options, event, settings, made, sender, deadline, now)
+    return served
+
+
+def _builtin(
+    event: dict[str, Any], entry: dict[str, Any], links: dict[str, str], deadline: str
+) -> tuple[str, str]:
+    """The offer mail without a template: what is held, until when, and the two links."""
+    seats = entry["seats"]
+    held = "1 seat is" if seats == 1 else f"{seats} seats are"
+    lines = [
+        f"Hello {entry['name']},",
+        "",
+        f"{held} free for you at {event['name']}, and held for you until {deadline}.",
+        "",
+    ]
+    if links["offer_url"]:
+        lines += [
+            f"Accept the offer: {links['offer_url']}",
+            f"Decline it: {links['decline_url']}",
+        ]
+    else:
+        lines.append("Open the link you were given when you joined the waiting list to answer.")
+    lines += [
+        "",
+        "If you do not answer in time, the seats go to the next person on the waiting list.",
+    ]
+    return f"A seat is free for you: {event['name']}", "\n".join(lines)
+
+
+async def _mail_offers(
+    conn: Connection,
+    ports: Ports,
+    options: OfferOptions,
+    event: dict[str, Any],
+    settings: dict[str, Any],
+    made: list[tuple[dict[str, Any], Registered]],
+    sender: str,
+    deadline: datetime,
+    now: datetime,
+) -> None:
+    """One mail per offer, into the outbox in the offer's transaction."""
+    tz = ZoneInfo(event["date_tz"])
+    local = in_zone(deadline, tz)
+    shown = local.strftime("%Y-%m-%d %H:%M ") + event["date_tz"]
+    m = {
+        "event_id": event["id"],
+        "event_name": event["name"],
+        "date_begin": event["date_begin"],
+        "date_end": event["date_end"],
+        "date_tz": event["date_tz"],
+        "location": event["location"],
+        "event_url": event["event_url"],
+    }
+    contexts, links = [], []
+    for entry, reg in made:
+        first = reg.registrations[0]
+        names = must(await conn.fetchrow(_NAMES, entry["event_ticket_id"], entry["event_slot_id"]))
+        r = {**first, **dict(names)}
+        offer = options.waitlist_links(entry["id"], event["id"])
+        links.append(offer)
+        waitlist = {**offer, "expires_at": local, "seats": entry["seats"]}
+        contexts.append(recipient_context(m, r, options.links, now, waitlist))
+    texts: list[tuple[str, str]] | None = None
+    template = settings.get("offer_template_id")
+    if template is not None:
+        try:
+            rendered = await ports.template_renderer.render(
+                conn, RenderRequest(template, "mail", contexts)
+            )
+            if len(rendered) == len(made):
+                texts = [(t.subject, t.body) for t in rendered]
+        except MailRefused as refused:
+            log.warning(
+                "waitlist offer template not rendered: the built-in text is sent",
+                extra={"fields": {"event_id": str(event["id"]), "kind": str(refused.kind)}},
+            )
+    if texts is None:
+        texts = [_builtin(event, e, lk, shown) for (e, _), lk in zip(made, links, strict=True)]
+    for (entry, reg), (subject, body) in zip(made, texts, strict=True):
+        await ports.mail_queue.enqueue(
+            conn,
+            OutgoingMessage(
+                channel="mail",
+                recipient=entry["email"],
+                sender=sender,
+                subject=subject,
+                body=body,
+                event_id=event["id"],
+                registration_id=reg.registrations[0]["id"],
+            ),
+        )
+    await ports.mail_queue.flush(conn)
+
+
+async def _release(
+    conn: Connection,
+    event: dict[str, Any],
+    registration_ids: list[UUID],
+    reason: str,
+    now: datetime,
+) -> None:
+    """Cancel an offer's drafts that are still drafts (the one transition, with `reason`):
+    their seats are free again. After the event lock; registrations in id order."""
+    for rid in sorted(registration_ids):
+        reg = await lock_registration(conn, rid)
+        if reg["state"] != "draft":
+            continue  # an operator moved it on: it is theirs now
+        await write_state(
+            conn,
+            WAITLIST_ACTOR,
+            event,
+            None,
+            reg,
+            "cancel",
+            now,
+            origin="waitlist",
+            sale_status=reg["sale_status"],
+            note={"reason": reason},
+        )
+
+
+async def _expire(conn: Connection, event: dict[str, Any], now: datetime) -> int:
+    """Expire the event's offers past their deadline; answers how many."""
+    rows = await conn.fetch(_EXPIRE, event["id"])
+    for row in rows:
+        await _release(conn, event, list(row["registration_ids"]), "waitlist_offer_expired", now)
+    return len(rows)
+
+
+def _open_for_offers(event: dict[str, Any], now: datetime) -> bool:
+    return bool(event["active"]) and event["kanban_state"] != "cancel" and event["date_end"] > now
+
+
+async def _worth_serving(conn: Connection, event_id: UUID, now: datetime) -> bool:
+    """Whether the smallest waiting entry of some scope would fit now (read without locks:
+    the pass takes the event lock only when it may offer something)."""
+    for scope in await conn.fetch(_SCOPES_WAITING, event_id):
+        try:
+            place = await assess_queue_place(
+                conn,
+                WAITLIST_ACTOR,
+                event_id,
+                slot_id=scope["event_slot_id"],
+                ticket_id=scope["event_ticket_id"],
+                seats=int(scope["seats"]),
+                now=now,
+                default_cap=30,
+                behind_queue=False,
+            )
+        except errors.DomainError:
+            continue  # a closed sale window, a cancelled event: nothing to offer there
+        if place.fits:
+            return True
+    return False
+
+
+async def _serve_event(
+    pool: Pool,
+    ports: Ports,
+    options: OfferOptions,
+    event_id: UUID,
+    senders: Senders,
+    now: datetime,
+    summary: OfferSummary,
+) -> None:
+    """Expire and offer for one event, in one transaction."""
+    async with connection(pool) as conn:
+        details = await conn.fetchrow(_EVENT, event_id)
+    if details is None:
+        return
+    sender = await senders.of(details["organizer_id"], details["company_id"])
+    async with transaction(pool) as conn:
+        claimed = await conn.fetchrow(_CLAIM, event_id)
+        if claimed is None:
+            summary.skipped += 1
+            return
+        settings = dict(claimed)
+        event = {**await lock_event_by_id(conn, event_id), **dict(details)}
+        summary.events += 1
+        summary.expired += await _expire(conn, event, now)
+        if not _open_for_offers(event, now):
+            return
+        after: tuple[Any, Any] = (None, None)
+        while True:
+            page = [
+                dict(r) for r in await conn.fetch(_WAITING_PAGE, event_id, *after, options.batch)
+            ]
+            served = await _offer(conn, ports, options, event, settings, page, sender, now)
+            summary.offered += len(served.offered)
+            if len(served.offered) >= options.batch:
+                summary.more = True  # a full page of offers: the next pass goes on
+                return
+            if len(page) < options.batch:
+                return
+            after = (page[-1]["created_at"], page[-1]["id"])
+
+
+async def run_offer_pass(
+    pool: Pool,
+    ports: Ports,
+    options: OfferOptions,
+    now: datetime,
+    *,
+    stopping: Callable[[], bool] = lambda: False,
+) -> OfferSummary:
+    """Serve every event with a waiting list: expire overdue offers, offer freed seats."""
+    summary = OfferSummary()
+    senders = Senders(ports, options.default_sender)
+    async with connection(pool) as conn:
+        due = await conn.fetch(_DUE, 1000)
+        worth = [
+            row["event_id"]
+            for row in due
+            if row["expiring"] or await _worth_serving(conn, row["event_id"], now)
+        ]
+    for event_id in worth:
+        if stopping():
+            summary.more = True
+            break
+        await _serve_event(pool, ports, options, event_id, senders, now, summary)
+    return summary
+
+
+async def next_offer_due(pool: Pool) -> datetime | None:
+    """The earliest offer deadline (the pass expires it then)."""
+    async with connection(pool) as conn:
+        due: datetime | None = await conn.fetchval(_NEXT_EXPIRY)
+    return due
+
+
+# --- an operator's offer out of turn, and removal ------------------------------------------
+
+
+async def offer_now(
+    pool: Pool,
+    ports: Ports,
+    options: OfferOptions,
+    actor: Actor,
+    entry_id: UUID,
+    now: datetime,
+) -> dict[str, Any]:
+    """Offer seats to one waiting entry now, out of turn (409 `event_seats_exhausted`
+    when its seats are not free; 409 `waitlist_entry_not_waiting`)."""
+    async with connection(pool) as conn:
+        found = await read_entry(conn, entry_id)
+        details = must(await conn.fetchrow(_EVENT, found["event_id"]))
+    sender = await Senders(ports, options.default_sender).of(
+        details["organizer_id"], details["company_id"]
+    )
+    async with transaction(pool) as conn:
+        await lock_event(conn, actor, found["event_id"])  # the fence: foreign is missing
+        event = {**await lock_event_by_id(conn, found["event_id"]), **dict(details)}
+        await lock_scope(conn, found["event_slot_id"], found["event_ticket_id"])
+        entry = await read_entry(conn, entry_id, lock=True)
+        if entry["status"] != "waiting":
+            raise errors.WaitlistEntryNotWaiting(status=entry["status"])
+        if not _open_for_offers(event, now):
+            raise errors.RegistrationsClosed()
+        settings = await read_settings(conn, entry["event_id"])
+        served = await _offer(conn, ports, options, event, settings, [entry], sender, now)
+        if entry_id in served.refused:
+            raise served.refused[entry_id]
+        await write_audit(
+            conn,
+            actor,
+            "waitlist_offered",
+            "waitlist_entry",
+            entry_id,
+            event_id=entry["event_id"],
+            summary={"seats": entry["seats"], "out_of_turn": True},
+        )
+        return entry_view(entry, pii_full=False)
+
+
+async def _locked_entry(
+    conn: Connection, entry_id: UUID, event_id: UUID, actor: Actor | None
+) -> tuple[dict[str, Any], dict[str, Any] | None, dict[str, Any]]:
+    """Lock the entry's event (fenced for an operator), its slot and ticket rows, then the
+    entry: (event, ticket, entry)."""
+    found = await read_entry(conn, entry_id, event_id)
+    if actor is not None:
+        await lock_event(conn, actor, event_id)
+    event = await lock_event_by_id(conn, event_id)
+    ticket = await lock_scope(conn, found["event_slot_id"], found["event_ticket_id"])
+    return event, ticket, await read_entry(conn, entry_id, event_id, lock=True)
+
+
+async def remove_entry(pool: Pool, actor: Actor, entry_id: UUID, now: datetime) -> dict[str, Any]:
+    """Take an entry off the list (`removed`; a held offer is released). An entry that is
+    already closed is answered as it is."""
+    async with transaction(pool) as conn:
+        found = await read_entry(conn, entry_id)
+        event, _, entry = await _locked_entry(conn, entry_id, found["event_id"], actor)
+        if entry["status"] in ("waiting", "offered"):
+            if entry["status"] == "offered":
+                await _release(
+                    conn, event, list(entry["registration_ids"]), "waitlist_entry_removed", now
+                )
+            entry = dict(must(await conn.fetchrow(_CLOSE, entry_id, "removed")))
+            await write_audit(
+                conn,
+                actor,
+                "waitlist_removed",
+                "waitlist_entry",
+                entry_id,
+                event_id=entry["event_id"],
+                summary={"seats": entry["seats"]},
+            )
+        entry["position"] = None
+        return entry_view(entry, pii_full=False)
+
+
+# --- the person's answer -----------------------------------------------------------------
+
+
+async def accept(
+    pool: Pool, codec: CapabilityCodec, token: str, now: datetime
+) -> tuple[dict[str, Any], str]:
+    """Accept an offer: its drafts become `open` (armed as any new attendee). Twice: the
+    same answer. After the deadline: 410 `waitlist_offer_expired`."""
+    entry_id, event_id = open_link(codec, token, now)
+    async with transaction(pool) as conn:
+        try:
+            event, ticket, entry = await _locked_entry(conn, entry_id, event_id, None)
+        except errors.NotFound:
+            raise errors.EventNotPublished() from None
+        status = entry["status"]
+        if status == "offered" and entry["offer_expires_at"] <= await conn.fetchval(_DB_NOW):
+            status = "expired"  # the pass expires it on its next turn
+        if status == "expired":
+            raise errors.WaitlistOfferExpired()
+        if status not in ("offered", "accepted"):
+            raise errors.WaitlistNotOffered(status=status)
+        if status == "offered":
+            if event["kanban_state"] == "cancel":
+                raise errors.EventCancelled()
+            for rid in sorted(entry["registration_ids"]):
+                reg = await lock_registration(conn, rid)
+                if reg["state"] != "draft" or not reg["active"]:
+                    continue  # an operator moved it on
+                await write_state(
+                    conn,
+                    WAITLIST_ACTOR,
+                    event,
+                    ticket,
+                    reg,
+                    "open",
+                    now,
+                    origin="waitlist",
+                    sale_status=reg["sale_status"],
+                    note={"source": "waitlist"},
+                )
+            entry = dict(must(await conn.fetchrow(_CLOSE, entry_id, "accepted")))
+            await write_audit(
+                conn,
+                WAITLIST_ACTOR,
+                "waitlist_accepted",
+                "waitlist_entry",
+                entry_id,
+                event_id=event_id,
+                summary={"seats": entry["seats"], "registrations": len(entry["registration_ids"])},
+            )
+        view = public_status(entry, None)
+    return view, tickets_token(codec, event_id, list(entry["registration_ids"]))
+
+
+async def decline(pool: Pool, codec: CapabilityCodec, token: str, now: datetime) -> dict[str, Any]:
+    """Decline an offer (its seats go to the next entry) or leave the queue. Twice: the
+    same answer; an accepted entry: 409 `waitlist_not_offered` (its tickets stay)."""
+    entry_id, event_id = open_link(codec, token, now)
+    async with transaction(pool) as conn:
+        try:
+            event, _, entry = await _locked_entry(conn, entry_id, event_id, None)
+        except errors.NotFound:
+            raise errors.EventNotPublished() from None
+        if entry["status"] == "accepted":
+            raise errors.WaitlistNotOffered(status="accepted")
+        if entry["status"] in ("waiting", "offered"):
+            if entry["status"] == "offered":
+                await _release(
+                    conn, event, list(entry["registration_ids"]), "waitlist_offer_declined", now
+                )
+            entry = dict(must(await conn.fetchrow(_CLOSE, entry_id, "declined")))
+            await write_audit(
+                conn,
+                WAITLIST_ACTOR,
+                "waitlist_declined",
+                "waitlist_entry",
+                entry_id,
+                event_id=event_id,
+                summary={"seats": entry["seats"]},
+            )
+        return public_status(entry, await position_of(conn, entry))
