@@ -155,7 +155,8 @@ async def drop_database(admin_url: str) -> None:
 RAW_LOCK = "SELECT id FROM event.events WHERE id = $1 FOR UPDATE"
 RAW_COUNT = (
     "SELECT count(*) FROM event.registrations"
-    " WHERE event_id = $1 AND event.holds_seat_at(state, active, sale_status, hold_expires_at, now())"
+    " WHERE event_id = $1"
+    " AND event.holds_seat_at(state, active, sale_status, hold_expires_at, now())"
 )
 RAW_INSERT = "INSERT INTO event.registrations (event_id, barcode) VALUES ($1, $2)"
 
