@@ -149,6 +149,11 @@ CASES: dict[str, Call | tuple[Call, ...]] = {
     "GET /admin/outbox/summary": Call(params={"event_id": "{event}"}),
     "GET /admin/events/{event_id}/badges.pdf": Call(),
     "POST /admin/outbox/{message_id}/retry": Call(),  # B's failed message stays failed
+    "GET /admin/events/{event_id}/waitlist-settings": Call(),
+    "PUT /admin/events/{event_id}/waitlist-settings": Call(body={"enabled": True}),
+    "GET /admin/events/{event_id}/waitlist": Call(),
+    "POST /admin/waitlist/{entry_id}/offer": Call(),  # B's entry stays waiting
+    "DELETE /admin/waitlist/{entry_id}": Call(),
     # sale seam: an order id is the company's own; another company's is an unknown order
     "POST /admin/seam/orders/paid": Call(body={"order_id": "{order}"}, expect="same"),
     "POST /admin/seam/orders/cancelled": Call(body={"order_id": "{order}"}, expect="same"),
@@ -309,6 +314,7 @@ PARAM_KIND = {
     "question_id": "question",
     "type_id": "type",
     "message_id": "outbox",
+    "entry_id": "waitlist_entry",
 }
 
 
@@ -444,9 +450,17 @@ async def build(b: httpx.AsyncClient, api: Api) -> dict[str, str]:
             " RETURNING id",
             uuid.UUID(event["id"]),
         )
+    async with api.pool.acquire() as conn:  # someone waiting for B's event
+        entry = await conn.fetchval(
+            "INSERT INTO event.waitlist_entry (event_id, company_id, seats, name, email)"
+            " VALUES ($1, $2, 1, 'Wes', 'wes@example.org') RETURNING id",
+            uuid.UUID(event["id"]),
+            B,
+        )
     return {
         "event": event["id"],
         "outbox": str(outbox),
+        "waitlist_entry": str(entry),
         "slotted": slotted["id"],
         "ticket": ticket["id"],
         "slot": slot["id"],
@@ -499,6 +513,8 @@ SNAPSHOT_TABLES = (
     "event_operations",
     "sale_orders",
     "outbox_messages",
+    "waitlist_entry",
+    "waitlist_settings",
 )
 
 

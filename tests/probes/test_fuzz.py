@@ -196,6 +196,23 @@ class World:
             f"{mint}/my-tickets", {"registration_ids": [ids["registration"]]}, status=200
         )["token"]
         ids["intake"] = self.post(f"{mint}/intake", {}, status=200)["token"]
+        # a full event with its waiting list on, and someone waiting: an entry and its link
+        self.post("/admin/events", event_body(seats_max=1), "listed")
+        listed = ids["listed"]
+        self.post(
+            f"/admin/events/{listed}/publish", {"date_publish": "2020-01-01T00:00:00Z"}, status=200
+        )
+        self.post("/admin/registrations", {"event_id": listed, "name": "Taken"})
+        settings = f"{API}/admin/events/{listed}/waitlist-settings"
+        assert (
+            self.client.put(settings, json={"enabled": True}, headers=self.auth).status_code == 200
+        )
+        waiting = self.client.post(
+            f"{API}/intake/{listed}/waitlist", json={"name": "Wes", "email": "wes@example.org"}
+        )
+        assert waiting.status_code == 201, waiting.text
+        ids["waitlist_entry"] = waiting.json()["waitlist_entry_id"]
+        ids["waitlist"] = waiting.json()["status_url"].rsplit("/", 1)[1]
         return ids
 
 
@@ -219,6 +236,7 @@ _BY_NAME = {
     "job_id": ["import_job"],
     "operation_id": ["operation", "started_operation"],
     "message_id": ["outbox"],
+    "entry_id": ["waitlist_entry"],
 }
 _OBJ_BY_COLLECTION = {
     "stages": "stage",
@@ -226,7 +244,7 @@ _OBJ_BY_COLLECTION = {
     "tags": "tag",
     "types": "type",
 }
-_CAPABILITY_BY_ROUTE = {"ics": "ics", "my-tickets": "tickets"}
+_CAPABILITY_BY_ROUTE = {"ics": "ics", "my-tickets": "tickets", "waitlist": "waitlist"}
 
 
 def _real_parameters(path: str, ids: dict[str, str]) -> list[dict[str, str]]:

@@ -58,7 +58,7 @@ from events_svc.verbs.registrations import (
     write_state,
 )
 from events_svc.verbs.waitlist.entries import open_link, public_status
-from events_svc.verbs.waitlist.records import entry_view, position_of, read_entry
+from events_svc.verbs.waitlist.records import entry_view, find_entry, position_of, read_entry
 from events_svc.verbs.waitlist.settings import read_settings
 
 log = logging.getLogger("events_svc.waitlist")
@@ -465,7 +465,7 @@ async def offer_now(
     """Offer seats to one waiting entry now, out of turn (409 `event_seats_exhausted`
     when its seats are not free; 409 `waitlist_entry_not_waiting`)."""
     async with connection(pool) as conn:
-        found = await read_entry(conn, entry_id)
+        found = await find_entry(conn, actor, entry_id)
         details = must(await conn.fetchrow(_EVENT, found["event_id"]))
     sender = await Senders(ports, options.default_sender).of(
         details["organizer_id"], details["company_id"]
@@ -512,7 +512,7 @@ async def remove_entry(pool: Pool, actor: Actor, entry_id: UUID, now: datetime) 
     """Take an entry off the list (`removed`; a held offer is released). An entry that is
     already closed is answered as it is."""
     async with transaction(pool) as conn:
-        found = await read_entry(conn, entry_id)
+        found = await find_entry(conn, actor, entry_id)
         event, _, entry = await _locked_entry(conn, entry_id, found["event_id"], actor)
         if entry["status"] in ("waiting", "offered"):
             if entry["status"] == "offered":

@@ -14,6 +14,7 @@ from typing import Any
 from uuid import UUID
 
 from events_svc import errors
+from events_svc.actors import Actor
 from events_svc.db import Connection
 from events_svc.verbs.pii import mask_email, mask_name, mask_phone
 
@@ -22,6 +23,10 @@ SELECT w.* FROM event.waitlist_entry w
 WHERE w.id = $1 AND ($2::uuid IS NULL OR w.event_id = $2)
 """
 _LOCK = _ONE + "FOR NO KEY UPDATE  -- after the event row (and slot, ticket rows)"
+_VISIBLE = """
+SELECT w.* FROM event.waitlist_entry w JOIN event.events e ON e.id = w.event_id
+WHERE w.id = $1 AND event.visible_to(e.company_id, $2)
+"""
 _POSITION = """
 SELECT count(*) FROM event.waitlist_entry o
 WHERE o.event_id = $1 AND o.status = 'waiting'
@@ -48,6 +53,15 @@ async def read_entry(
 ) -> dict[str, Any]:
     """One entry (of `event_id` when given), locked with `lock`; 404 otherwise."""
     row = await conn.fetchrow(_LOCK if lock else _ONE, entry_id, event_id)
+    if row is None:
+        raise errors.NotFound("No such waiting-list entry.")
+    return dict(row)
+
+
+async def find_entry(conn: Connection, actor: Actor, entry_id: UUID) -> dict[str, Any]:
+    """An entry of an event the actor sees (unlocked); another company's answers like a
+    missing one."""
+    row = await conn.fetchrow(_VISIBLE, entry_id, actor.company_id)
     if row is None:
         raise errors.NotFound("No such waiting-list entry.")
     return dict(row)

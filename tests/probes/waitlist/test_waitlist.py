@@ -1,0 +1,655 @@
+"""The waiting list through the real app: joining and its refusals, the queue's order,
+offers made of held drafts, accept, decline, expiry (the clock moved through the
+database), the queue before the intake, the operators' routes, masking and the fence."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import uuid
+from datetime import timedelta
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+
+from events_svc.capabilities import MY_TICKETS, WAITLIST, CapabilityCodec
+from events_svc.settings import Settings
+from tests.probes.helpers import BASE, Api, add_slot, add_ticket, company_client, make_event
+from tests.probes.waitlist.kit import (
+    SECRET,
+    cancel,
+    entries,
+    fill,
+    join,
+    joined,
+    link,
+    listed_event,
+    offer_pass,
+    register,
+    run_out,
+    seats_taken,
+    waitlist_settings,
+)
+
+
+@pytest.fixture
+def settings(db_url: str) -> Settings:
+    return waitlist_settings(db_url)
+
+
+async def seat_view(admin: httpx.AsyncClient, event_id: str) -> dict[str, Any]:
+    return dict((await admin.get(f"/admin/events/{event_id}/seats")).json()["event"])
+
+
+async def status_of(public: httpx.AsyncClient, entry: dict[str, Any]) -> dict[str, Any]:
+    r = await public.get(link(entry["status_url"]))
+    assert r.status_code == 200, r.text
+    return dict(r.json())
+
+
+# --- joining ---------------------------------------------------------------------------
+
+
+async def test_joining_refusals_follow_the_contract(
+    admin: httpx.AsyncClient, public: httpx.AsyncClient
+) -> None:
+    event = await listed_event(admin, 2)
+    eid = event["id"]
+    r = await join(public, eid, "early@example.org")
+    assert (r.status_code, r.json()["error"]["code"]) == (409, "waitlist_not_needed")
+    await fill(public, eid, 2)
+    first = await joined(public, eid, "ann@example.org")
+    assert first["position"] == 1 and first["status"] == "waiting"
+    assert first["status_url"].startswith(f"{BASE}/public/waitlist/")
+    again = await join(public, eid, "ANN@example.org")  # the same address, any case
+    assert (again.status_code, again.json()["error"]["code"]) == (409, "waitlist_already_joined")
+    assert "ann" not in again.text.lower()
+    second = await joined(public, eid, "bob@example.org", seats=3)
+    assert second["position"] == 2
+    # the intake's allowlist and bounds
+    for body, code in (
+        ({"name": "X", "email": "x@example.org", "seats": 0}, "validation_failed"),
+        ({"name": "X", "email": "x@example.org", "seats": 31}, "validation_failed"),
+        ({"name": "X", "email": "not-an-email"}, None),
+        ({"name": "X", "email": "x@example.org", "partner_id": str(uuid.uuid4())}, "unknown_field"),
+        ({"name": "X", "email": "x@example.org", "state": "open"}, "unknown_field"),
+        ({"name": "", "email": "x@example.org"}, "validation_failed"),
+        ({"name": "X", "email": "x@example.org", "phone": "call me"}, None),
+    ):
+        r = await public.post(f"/intake/{eid}/waitlist", json=body)
+        assert r.status_code == 422, (body, r.text)
+        if code is not None:
+            assert r.json()["error"]["code"] == code, (body, r.text)
+    r = await join(public, eid, "eleven@example.org", seats=11)  # 1-10 without a ticket
+    assert (r.status_code, r.json()["error"]["code"]) == (422, "per_order_cap_exceeded")
+    # the list is off
+    r = await admin.put(f"/admin/events/{eid}/waitlist-settings", json={"enabled": False})
+    assert r.json() == {
+        "event_id": eid,
+        "enabled": False,
+        "offer_hours": 48,
+        "offer_template_id": None,
+    }
+    r = await join(public, eid, "late@example.org")
+    assert (r.status_code, r.json()["error"]["code"]) == (409, "waitlist_disabled")
+    # an unpublished event by id, a missing one
+    hidden = await make_event(admin, seats_max=1)
+    r = await join(public, hidden["id"], "h@example.org")
+    assert (r.status_code, r.json()["error"]["code"]) == (409, "event_registrations_closed")
+    r = await join(public, str(uuid.uuid4()), "m@example.org")
+    assert r.status_code == 404
+
+
+async def test_a_ticket_and_slot_scope_is_checked_as_the_intake_checks_it(
+    admin: httpx.AsyncClient, public: httpx.AsyncClient
+) -> None:
+    event = await listed_event(admin, 1, is_multi_slots=True)
+    eid = event["id"]
+    slot = await add_slot(admin, eid)
+    ticket = await add_ticket(admin, eid, name="Standard", limit_max_per_order=2)
+    r = await join(public, eid, "s@example.org")
+    assert (r.status_code, r.json()["error"]["code"]) == (422, "slot_required")
+    r = await join(public, eid, "s@example.org", event_slot_id=str(uuid.uuid4()))
+    assert (r.status_code, r.json()["error"]["code"]) == (422, "slot_not_in_event")
+    scope = {"event_slot_id": slot["id"], "event_ticket_id": ticket["id"]}
+    r = await join(public, eid, "s@example.org", **scope)
+    assert (r.status_code, r.json()["error"]["code"]) == (409, "waitlist_not_needed")
+    r = await register(public, eid, "taker@example.org", **scope)
+    assert r.status_code == 201, r.text
+    r = await join(public, eid, "s@example.org", seats=3, **scope)
+    assert (r.status_code, r.json()["error"]["code"]) == (422, "per_order_cap_exceeded")
+    entry = await joined(public, eid, "s@example.org", seats=2, **scope)
+    assert entry["position"] == 1
+    # the same address for another ticket is another queue
+    other = await add_ticket(admin, eid, name="Other")
+    other_entry = await joined(
+        public, eid, "s@example.org", event_slot_id=slot["id"], event_ticket_id=other["id"]
+    )
+    assert other_entry["position"] == 1
+
+
+async def test_joining_is_throttled_like_the_intake(
+    db_url: str, settings: Settings, pool: asyncpg.Pool
+) -> None:
+    from events_svc import create_app
+
+    tight = dataclasses.replace(settings, rate_limit_ip="3/minute")
+    app = create_app(tight, warm=False)
+    async with app.router.lifespan_context(app):
+        api = Api(app, pool)
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url=BASE, headers=await api.token("*")
+        ) as admin:
+            event = await listed_event(admin, 1)
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url=BASE
+        ) as public:
+            codes = [
+                (await join(public, event["id"], f"t{i}@example.org")).status_code for i in range(5)
+            ]
+        await api.client.aclose()
+    assert codes[:3] == [409, 409, 409] and codes[3:] == [429, 429]
+
+
+# --- the queue's order and the offers ----------------------------------------------------
+
+
+async def test_offers_go_in_queue_order_and_a_bigger_entry_waits_for_its_seats(
+    admin: httpx.AsyncClient, public: httpx.AsyncClient, pool: asyncpg.Pool
+) -> None:
+    event = await listed_event(admin, 5)
+    eid = event["id"]
+    taken = await fill(public, eid, 5)
+    queue = []
+    for i in range(10):
+        queue.append(await joined(public, eid, f"q{i}@example.org", seats=2 if i == 1 else 1))
+    assert [e["position"] for e in queue] == list(range(1, 11))
+    offered_order: list[int] = []
+    for n, rid in enumerate(taken):
+        await cancel(admin, rid)
+        summary = await offer_pass(admin)
+        assert summary["offers_made"] == 1, (n, summary)
+        rows = await entries(pool, eid)
+        offered_now = [i for i, row in enumerate(rows) if row["status"] == "offered"]
+        new = [i for i in offered_now if i not in offered_order]
+        assert len(new) == 1
+        offered_order.extend(new)
+        assert await seats_taken(pool, eid) == 5  # an offer holds the freed seat
+    # entry 1 (two seats) waited while only one seat was free each time: the later,
+    # smaller entries were served in order meanwhile, and it kept its place
+    assert offered_order == [0, 2, 3, 4, 5]
+    rows = await entries(pool, eid)
+    assert rows[1]["status"] == "waiting"
+    waiting = await status_of(public, queue[1])
+    assert waiting["status"] == "waiting" and waiting["position"] == 1
+    assert (await status_of(public, queue[6]))["position"] == 2
+    view = await seat_view(admin, eid)
+    assert (view["reserved"], view["held"], view["taken"], view["available"]) == (0, 5, 5, 0)
+    # each offer is one held draft per seat, of origin waitlist, with the offer's deadline
+    for row in rows:
+        if row["status"] == "offered":
+            assert len(row["registration_ids"]) == row["seats"]
+            regs = await pool.fetch(
+                "SELECT state::text, state_origin::text, hold_expires_at, name, email"
+                " FROM event.registrations WHERE id = ANY($1::uuid[])",
+                row["registration_ids"],
+            )
+            assert [(r["state"], r["state_origin"]) for r in regs] == [("draft", "waitlist")]
+            assert regs[0]["hold_expires_at"] == row["offer_expires_at"]
+            assert regs[0]["email"] == row["email"]
+
+
+async def test_an_offer_of_several_seats_names_the_guests(
+    admin: httpx.AsyncClient, public: httpx.AsyncClient, pool: asyncpg.Pool
+) -> None:
+    event = await listed_event(admin, 3)
+    taken = await fill(public, event["id"], 3)
+    entry = await joined(public, event["id"], "group@example.org", seats=3, name="Grace Hopper")
+    for rid in taken:
+        await cancel(admin, rid)
+    assert (await offer_pass(admin))["offers_made"] == 1
+    (row,) = await entries(pool, event["id"])
+    names = await pool.fetch(
+        "SELECT name, email FROM event.registrations WHERE id = ANY($1::uuid[]) ORDER BY name",
+        row["registration_ids"],
+    )
+    assert [r["name"] for r in names] == [
+        "Grace Hopper",
+        "Grace Hopper (guest 1)",
+        "Grace Hopper (guest 2)",
+    ]
+    assert {r["email"] for r in names} == {"group@example.org"}
+    status = await status_of(public, entry)
+    assert status["status"] == "offered" and status["seats"] == 3
+    assert status["offer_expires_at"] is not None and status["position"] is None
+
+
+async def test_accepting_opens_the_held_drafts_and_arms_them(
+    admin: httpx.AsyncClient, public: httpx.AsyncClient, pool: asyncpg.Pool, api: Api
+) -> None:
+    event = await listed_event(admin, 1)
+    eid = event["id"]
+    # an after-subscription mail line: an accepted attendee is armed like any new one
+    tpl = await admin.post(
+        "/admin/templates", json={"name": "Welcome", "subject": "Hi", "body": "Welcome"}
+    )
+    line = await admin.post(
+        "/admin/mails",
+        json={
+            "event_id": eid,
+            "interval_nbr": 0,
+            "interval_unit": "now",
+            "interval_kind": "after_sub",
+            "template_ref": tpl.json()["id"],
+            "notification_channel": "mail",
+        },
+    )
+    assert line.status_code == 201, line.text
+    (rid,) = await fill(public, eid, 1)
+    entry = await joined(public, eid, "acc@example.org", name="Ada Lovelace")
+    await cancel(admin, rid)
+    await offer_pass(admin)
+    r = await public.post(link(entry["status_url"]) + "/accept")
+    assert r.status_code == 200, r.text
+    accepted = r.json()
+    assert accepted["status"] == "accepted"
+    assert accepted["my_tickets_url"].startswith(f"{BASE}/public/my-tickets/")
+    again = await public.post(link(entry["status_url"]) + "/accept")
+    assert again.status_code == 200 and again.json() == accepted  # twice: the same answer
+    (row,) = await entries(pool, eid)
+    reg = await pool.fetchrow(
+        "SELECT state::text, state_origin::text, hold_expires_at, date_open, name"
+        " FROM event.registrations WHERE id = $1",
+        row["registration_ids"][0],
+    )
+    assert (reg["state"], reg["state_origin"], reg["hold_expires_at"]) == ("open", "waitlist", None)
+    assert reg["date_open"] is not None and reg["name"] == "Ada Lovelace"
+    tickets = await public.get(link(accepted["my_tickets_url"]), params={"format": "json"})
+    assert tickets.status_code == 200
+    assert [t["name"] for t in tickets.json()["registrations"]] == ["Ada Lovelace"]
+    view = await seat_view(admin, eid)
+    assert (view["reserved"], view["held"], view["available"]) == (1, 0, 0)
+    assert (await status_of(public, entry))["my_tickets_url"] == accepted["my_tickets_url"]
+    # armed: the after-subscription line now owes the attendee its mail
+    await offer_pass(admin)
+    sent = await pool.fetch(
+        "SELECT recipient, subject FROM event.outbox_messages WHERE event_id = $1"
+        " ORDER BY created_at",
+        uuid.UUID(eid),
+    )
+    assert [(m["recipient"], m["subject"]) for m in sent][-1] == ("acc@example.org", "Hi")
+    audit = await pool.fetch(
+        "SELECT verb FROM event.event_audit_log WHERE object_id = $1 ORDER BY at",
+        row["id"],
+    )
+    assert "waitlist_accepted" in [a["verb"] for a in audit]
+    # declining an accepted entry is refused: the tickets stay
+    r = await public.post(link(entry["status_url"]) + "/decline")
+    assert (r.status_code, r.json()["error"]["code"]) == (409, "waitlist_not_offered")
+
+
+async def test_declining_frees_the_seats_for_the_next_entry(
+    admin: httpx.AsyncClient, public: httpx.AsyncClient, pool: asyncpg.Pool
+) -> None:
+    event = await listed_event(admin, 1)
+    eid = event["id"]
+    (rid,) = await fill(public, eid, 1)
+    first = await joined(public, eid, "first@example.org")
+    second = await joined(public, eid, "second@example.org")
+    await cancel(admin, rid)
+    await offer_pass(admin)
+    # the second cannot accept what it was not offered
+    r = await public.post(link(second["status_url"]) + "/accept")
+    assert (r.status_code, r.json()["error"]["code"]) == (409, "waitlist_not_offered")
+    r = await public.post(link(first["status_url"]) + "/decline")
+    assert r.status_code == 200 and r.json()["status"] == "declined"
+    again = await public.post(link(first["status_url"]) + "/decline")
+    assert again.status_code == 200 and again.json()["status"] == "declined"
+    rows = await entries(pool, eid)
+    draft = await pool.fetchrow(
+        "SELECT state::text FROM event.registrations WHERE id = $1", rows[0]["registration_ids"][0]
+    )
+    assert draft["state"] == "cancel"
+    assert (await offer_pass(admin))["offers_made"] == 1
+    assert (await status_of(public, second))["status"] == "offered"
+    # a waiting entry may leave the queue too
+    third = await joined(public, eid, "third@example.org")
+    r = await public.post(link(third["status_url"]) + "/decline")
+    assert r.json()["status"] == "declined"
+
+
+async def test_an_expired_offer_is_released_and_the_next_entry_offered(
+    admin: httpx.AsyncClient, public: httpx.AsyncClient, pool: asyncpg.Pool
+) -> None:
+    event = await listed_event(admin, 1, offer_hours=1)
+    eid = event["id"]
+    (rid,) = await fill(public, eid, 1)
+    late = await joined(public, eid, "late@example.org")
+    nxt = await joined(public, eid, "next@example.org")
+    await cancel(admin, rid)
+    await offer_pass(admin)
+    rows = await entries(pool, eid)
+    assert rows[0]["offer_expires_at"] - rows[0]["offered_at"] == __import__("datetime").timedelta(
+        hours=1
+    )
+    await run_out(pool, rows[0]["id"])
+    # past the deadline, before the pass: the link says so and accepting is refused
+    assert (await status_of(public, late))["status"] == "expired"
+    r = await public.post(link(late["status_url"]) + "/accept")
+    assert (r.status_code, r.json()["error"]["code"]) == (410, "waitlist_offer_expired")
+    summary = await offer_pass(admin)
+    assert (summary["offers_expired"], summary["offers_made"]) == (1, 1)
+    rows = await entries(pool, eid)
+    assert [r["status"] for r in rows] == ["expired", "offered"]
+    cancelled = await pool.fetchrow(
+        "SELECT state::text FROM event.registrations WHERE id = $1", rows[0]["registration_ids"][0]
+    )
+    assert cancelled["state"] == "cancel"
+    reason = await pool.fetchval(
+        "SELECT summary->>'reason' FROM event.event_audit_log"
+        " WHERE object_id = $1 AND verb = 'registration_cancelled'",
+        rows[0]["registration_ids"][0],
+    )
+    assert reason == "waitlist_offer_expired"
+    r = await public.post(link(late["status_url"]) + "/accept")
+    assert (r.status_code, r.json()["error"]["code"]) == (410, "waitlist_offer_expired")
+    assert (await status_of(public, nxt))["status"] == "offered"
+    assert await seats_taken(pool, eid) == 1
+
+
+# --- the queue comes first ---------------------------------------------------------------
+
+
+async def test_the_public_intake_waits_behind_the_queue_but_officers_do_not(
+    admin: httpx.AsyncClient, public: httpx.AsyncClient, pool: asyncpg.Pool
+) -> None:
+    event = await listed_event(admin, 3)
+    eid = event["id"]
+    taken = await fill(public, eid, 3)
+    await joined(public, eid, "w@example.org", seats=1)
+    await cancel(admin, taken[0])
+    await cancel(admin, taken[1])  # two seats free, one waiting: the intake gets one
+    r = await register(public, eid, "two@example.org", n=2)
+    assert (r.status_code, r.json()["error"]["code"]) == (409, "event_seats_exhausted")
+    assert r.json()["error"]["available"] == 1
+    r = await register(public, eid, "one@example.org")
+    assert r.status_code == 201, r.text
+    r = await register(public, eid, "none@example.org")
+    assert (r.status_code, r.json()["error"]["code"]) == (409, "event_seats_exhausted")
+    # an officer is not held back by the queue
+    r = await admin.post("/admin/registrations", json={"event_id": eid, "name": "Officer's guest"})
+    assert r.status_code == 201, r.text
+    assert await seats_taken(pool, eid) == 3
+    # nothing is left for the waiting entry: the pass offers nothing
+    assert (await offer_pass(admin))["offers_made"] == 0
+
+
+async def test_the_combined_intake_applies_the_same_rule(
+    admin: httpx.AsyncClient, public: httpx.AsyncClient, pool: asyncpg.Pool
+) -> None:
+    event = await listed_event(admin, 10)
+    eid = event["id"]
+    taken = await fill(public, eid, 10)
+    for i in range(4):
+        await joined(public, eid, f"w{i}@example.org")
+    for rid in taken[:6]:
+        await cancel(admin, rid)
+    answers = await asyncio.gather(
+        *(register(public, eid, f"storm{i}@example.org") for i in range(12))
+    )
+    codes = sorted(a.status_code for a in answers)
+    assert codes.count(201) == 2 and codes.count(409) == 10  # 6 free, 4 for the queue
+    assert (await offer_pass(admin))["offers_made"] == 4
+    assert await seats_taken(pool, eid) == 10
+
+
+# --- links ---------------------------------------------------------------------------------
+
+
+async def test_a_tampered_or_foreign_link_answers_the_uniform_404(
+    admin: httpx.AsyncClient, public: httpx.AsyncClient
+) -> None:
+    event = await listed_event(admin, 1)
+    await fill(public, event["id"], 1)
+    entry = await joined(public, event["id"], "x@example.org")
+    path = link(entry["status_url"])
+    token = path.rsplit("/", 1)[1]
+    codec = CapabilityCodec((SECRET,))
+    other_purpose = codec.mint(
+        MY_TICKETS, {"w": entry["waitlist_entry_id"], "e": event["id"]}, None
+    )
+    unknown = codec.mint(WAITLIST, {"w": str(uuid.uuid4()), "e": event["id"]}, None)
+    wrong_event = codec.mint(
+        WAITLIST, {"w": entry["waitlist_entry_id"], "e": str(uuid.uuid4())}, None
+    )
+    forged = CapabilityCodec(("another-secret-0123456789",)).mint(
+        WAITLIST, {"w": entry["waitlist_entry_id"], "e": event["id"]}, None
+    )
+    bodies = set()
+    for bad in (token[:-2] + "xx", other_purpose, unknown, wrong_event, forged, "x" * 3000):
+        for method, suffix in (("GET", ""), ("POST", "/accept"), ("POST", "/decline")):
+            r = await public.request(method, f"/public/waitlist/{bad}{suffix}")
+            assert r.status_code == 404, (bad, suffix, r.text)
+            bodies.add(r.text)
+    assert len(bodies) == 1 and "event_not_published" in bodies.pop()
+    assert (await public.get(path)).headers["cache-control"] == "no-store"
+
+
+async def test_a_browser_gets_the_offer_page_and_its_buttons_work(
+    admin: httpx.AsyncClient, public: httpx.AsyncClient
+) -> None:
+    event = await listed_event(admin, 1)
+    (rid,) = await fill(public, event["id"], 1)
+    entry = await joined(public, event["id"], "page@example.org")
+    html = {"Accept": "text/html"}
+    page = await public.get(link(entry["status_url"]), headers=html)
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert "number 1 in the queue" in page.text and "Leave the list" in page.text
+    assert page.headers["content-security-policy"].startswith("default-src 'none'")
+    await cancel(admin, rid)
+    await offer_pass(admin)
+    page = await public.get(link(entry["status_url"]), headers=html)
+    assert "Accept the offer" in page.text and "held for you until" in page.text
+    r = await public.post(link(entry["status_url"]) + "/accept", headers=html)
+    assert r.status_code == 303
+    assert "/public/my-tickets/" in r.headers["location"]
+    again = await public.post(link(entry["status_url"]) + "/decline", headers=html)
+    assert again.status_code == 303 and "/public/waitlist/" in again.headers["location"]
+
+
+# --- operators -----------------------------------------------------------------------------
+
+
+async def test_the_settings_are_bounded_and_the_offer_template_checked(
+    admin: httpx.AsyncClient,
+) -> None:
+    event = await make_event(admin)
+    eid = event["id"]
+    r = await admin.get(f"/admin/events/{eid}/waitlist-settings")
+    assert r.json() == {
+        "event_id": eid,
+        "enabled": False,
+        "offer_hours": 48,
+        "offer_template_id": None,
+    }
+    for body in ({"offer_hours": 0}, {"offer_hours": 337}, {"enabled": []}, {"extra": 1}):
+        r = await admin.put(f"/admin/events/{eid}/waitlist-settings", json=body)
+        assert r.status_code == 422, (body, r.text)
+    sms = await admin.post(
+        "/admin/templates", json={"kind": "sms", "name": "S", "subject": "", "body": "Hi"}
+    )
+    r = await admin.put(
+        f"/admin/events/{eid}/waitlist-settings", json={"offer_template_id": sms.json()["id"]}
+    )
+    assert (r.status_code, r.json()["error"]["code"]) == (422, "channel_kind_mismatch")
+    r = await admin.put(
+        f"/admin/events/{eid}/waitlist-settings", json={"offer_template_id": str(uuid.uuid4())}
+    )
+    assert (r.status_code, r.json()["error"]["code"]) == (422, "template_not_found")
+    r = await admin.put(f"/admin/events/{uuid.uuid4()}/waitlist-settings", json={})
+    assert r.status_code == 404
+
+
+async def test_an_offer_template_renders_the_offer_links_and_deadline(
+    admin: httpx.AsyncClient, public: httpx.AsyncClient, pool: asyncpg.Pool
+) -> None:
+    body = (
+        "{{ registration.name }}: {{ waitlist.seats }} seat(s) until {{ waitlist.expires_at }}"
+        " accept {{ waitlist.offer_url }} decline {{ waitlist.decline_url }}"
+    )
+    tpl = await admin.post(
+        "/admin/templates", json={"name": "Offer", "subject": "Your seat", "body": body}
+    )
+    assert tpl.status_code == 201, tpl.text
+    event = await listed_event(admin, 1)
+    eid = event["id"]
+    r = await admin.put(
+        f"/admin/events/{eid}/waitlist-settings",
+        json={"enabled": True, "offer_hours": 24, "offer_template_id": tpl.json()["id"]},
+    )
+    assert r.status_code == 200 and r.json()["offer_template_id"] == tpl.json()["id"]
+    (rid,) = await fill(public, eid, 1)
+    entry = await joined(public, eid, "tpl@example.org", name="Tess")
+    await cancel(admin, rid)
+    await offer_pass(admin)
+    mail = await pool.fetchrow(
+        "SELECT recipient, subject, body FROM event.outbox_messages"
+        " WHERE event_id = $1 AND recipient = 'tpl@example.org'",
+        uuid.UUID(eid),
+    )
+    token = entry["status_url"].rsplit("/", 1)[1]
+    assert mail["subject"] == "Your seat"
+    assert mail["body"].startswith("Tess: 1 seat(s) until 20")
+    assert (
+        f"accept https://tickets.example.org/api/v1/event/public/waitlist/{token} " in mail["body"]
+    )
+    assert f"/public/waitlist/{token}?choice=decline" in mail["body"]
+
+
+async def test_the_built_in_offer_mail_says_what_is_held_and_until_when(
+    admin: httpx.AsyncClient, public: httpx.AsyncClient, pool: asyncpg.Pool
+) -> None:
+    event = await listed_event(admin, 2)
+    taken = await fill(public, event["id"], 2)
+    await joined(public, event["id"], "builtin@example.org", seats=2, name="Bea")
+    for rid in taken:
+        await cancel(admin, rid)
+    await offer_pass(admin)
+    mail = await pool.fetchrow(
+        "SELECT subject, body FROM event.outbox_messages WHERE recipient = 'builtin@example.org'"
+    )
+    assert mail["subject"] == "A seat is free for you: PyCon Lisbon"
+    assert "Hello Bea," in mail["body"] and "2 seats are free for you" in mail["body"]
+    assert "Europe/Lisbon" in mail["body"] and "Accept the offer: https://" in mail["body"]
+
+
+async def test_operators_list_masked_offer_out_of_turn_and_remove(
+    admin: httpx.AsyncClient, public: httpx.AsyncClient, pool: asyncpg.Pool, api: Api
+) -> None:
+    event = await listed_event(admin, 2)
+    eid = event["id"]
+    taken = await fill(public, eid, 2)
+    first = await joined(
+        public, eid, "first@example.org", name="Fiona First", phone="+351912345678"
+    )
+    second = await joined(public, eid, "second@example.org", name="Sam Second")
+    r = await admin.get(f"/admin/events/{eid}/waitlist")
+    items = r.json()["items"]
+    assert [(i["name"], i["email"], i["phone"], i["position"]) for i in items] == [
+        ("F*** F***", "f***@example.org", "***78", 1),
+        ("S*** S***", "s***@example.org", "", 2),
+    ]
+    full = await admin.get(f"/admin/events/{eid}/waitlist", params={"pii": "full"})
+    assert full.json()["items"][0]["email"] == "first@example.org"
+    reader = httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=api.app),
+        base_url=BASE,
+        headers=await api.token("registration:read"),
+    )
+    r = await reader.get(f"/admin/events/{eid}/waitlist", params={"pii": "full"})
+    assert (r.status_code, r.json()["error"]["code"]) == (403, "missing_scope")
+    r = await reader.post(f"/admin/waitlist/{second['waitlist_entry_id']}/offer")
+    assert r.status_code == 403
+    await reader.aclose()
+    # out of turn: no seat free yet
+    r = await admin.post(f"/admin/waitlist/{second['waitlist_entry_id']}/offer")
+    assert (r.status_code, r.json()["error"]["code"]) == (409, "event_seats_exhausted")
+    await cancel(admin, taken[0])
+    r = await admin.post(f"/admin/waitlist/{second['waitlist_entry_id']}/offer")
+    assert r.status_code == 200, r.text
+    assert r.json()["status"] == "offered" and len(r.json()["registration_ids"]) == 1
+    r = await admin.post(f"/admin/waitlist/{second['waitlist_entry_id']}/offer")
+    assert (r.status_code, r.json()["error"]["code"]) == (409, "waitlist_entry_not_waiting")
+    # removing an offered entry releases its seat
+    r = await admin.delete(f"/admin/waitlist/{second['waitlist_entry_id']}")
+    assert r.status_code == 200 and r.json()["status"] == "removed"
+    assert (await status_of(public, second))["status"] == "removed"
+    assert await seats_taken(pool, eid) == 1
+    r = await admin.delete(f"/admin/waitlist/{second['waitlist_entry_id']}")
+    assert r.status_code == 200 and r.json()["status"] == "removed"  # as it is
+    listed = await admin.get(f"/admin/events/{eid}/waitlist", params={"status": "removed"})
+    assert [i["id"] for i in listed.json()["items"]] == [second["waitlist_entry_id"]]
+    assert (await offer_pass(admin))["offers_made"] == 1  # the first is served now
+    assert (await status_of(public, first))["status"] == "offered"
+    audit = await pool.fetch(
+        "SELECT verb, summary::text AS summary FROM event.event_audit_log"
+        " WHERE object_kind = 'waitlist_entry'"
+    )
+    verbs = {a["verb"] for a in audit}
+    assert {"waitlist_joined", "waitlist_offered", "waitlist_removed"} <= verbs
+    assert not any("example.org" in a["summary"] or "+351" in a["summary"] for a in audit)
+
+
+async def test_a_foreign_company_sees_nothing_of_the_list(
+    admin: httpx.AsyncClient, public: httpx.AsyncClient, api: Api
+) -> None:
+    mine = uuid.uuid4()
+    owner = await company_client(api, mine)
+    event = await listed_event(owner, 1)
+    await fill(public, event["id"], 1)
+    entry = await joined(public, event["id"], "f@example.org")
+    other = await company_client(api, uuid.uuid4())
+    missing = uuid.uuid4()
+    for method, path in (
+        ("GET", f"/admin/events/{event['id']}/waitlist"),
+        ("GET", f"/admin/events/{event['id']}/waitlist-settings"),
+        ("PUT", f"/admin/events/{event['id']}/waitlist-settings"),
+        ("POST", f"/admin/waitlist/{entry['waitlist_entry_id']}/offer"),
+        ("DELETE", f"/admin/waitlist/{entry['waitlist_entry_id']}"),
+        ("POST", f"/admin/waitlist/{missing}/offer"),
+        ("DELETE", f"/admin/waitlist/{missing}"),
+    ):
+        r = await other.request(method, path, json={} if method == "PUT" else None)
+        assert r.status_code == 404, (method, path, r.text)
+    r = await owner.get(f"/admin/events/{event['id']}/waitlist")
+    assert len(r.json()["items"]) == 1
+    await owner.aclose()
+    await other.aclose()
+
+
+async def test_freeing_seats_where_somebody_waits_wakes_the_offer_pass(
+    admin: httpx.AsyncClient, public: httpx.AsyncClient, settings: Settings
+) -> None:
+    event = await listed_event(admin, 2)
+    first, second = await fill(public, event["id"], 2)
+    assert settings.database_url
+    listener = await asyncpg.connect(settings.database_url)
+    heard: asyncio.Queue[str] = asyncio.Queue()
+    await listener.add_listener("event_waitlist_due", lambda *a: heard.put_nowait(a[3]))
+    try:
+        await cancel(admin, first)  # nobody waits: no wake-up
+        await asyncio.sleep(0.2)
+        assert heard.empty()
+        await fill(public, event["id"], 1)
+        await joined(public, event["id"], "wake@example.org")
+        await cancel(admin, second)  # a seat freed where somebody waits
+        assert await asyncio.wait_for(heard.get(), 5) == event["id"]
+        await offer_pass(admin)
+        await joined(public, event["id"], "wake2@example.org")
+        r = await admin.patch(f"/admin/events/{event['id']}", json={"seats_max": 3})
+        assert r.status_code == 200, r.text  # a raised cap
+        assert await asyncio.wait_for(heard.get(), 5) == event["id"]
+    finally:
+        await listener.close()
