@@ -331,9 +331,7 @@ async def test_an_expired_offer_is_released_and_the_next_entry_offered(
     await cancel(admin, rid)
     await offer_pass(admin)
     rows = await entries(pool, eid)
-    assert rows[0]["offer_expires_at"] - rows[0]["offered_at"] == __import__("datetime").timedelta(
-        hours=1
-    )
+    assert rows[0]["offer_expires_at"] - rows[0]["offered_at"] == timedelta(hours=1)
     await run_out(pool, rows[0]["id"])
     # past the deadline, before the pass: the link says so and accepting is refused
     assert (await status_of(public, late))["status"] == "expired"
