@@ -275,10 +275,12 @@ async def _mail_offers(
         "event_url": event["event_url"],
     }
     contexts, links = [], []
+    scopes: dict[tuple[UUID | None, UUID | None], dict[str, Any]] = {}
     for entry, reg in made:
-        first = reg.registrations[0]
-        names = must(await conn.fetchrow(_NAMES, entry["event_ticket_id"], entry["event_slot_id"]))
-        r = {**first, **dict(names)}
+        scope = (entry["event_ticket_id"], entry["event_slot_id"])
+        if scope not in scopes:  # the ticket's name and the slot's times, once per scope
+            scopes[scope] = must(await conn.fetchrow(_NAMES, *scope))
+        r = {**reg.registrations[0], **scopes[scope]}
         offer = options.waitlist_links(entry["id"], event["id"])
         links.append(offer)
         waitlist = {**offer, "expires_at": local, "seats": entry["seats"]}
