@@ -105,6 +105,19 @@ class Metrics:
             registry=r,
         )
 
+        self.waitlist = Gauge(
+            "events_waitlist_entries",
+            "Waiting-list entries waiting or holding an offer (read at scrape time)",
+            ["status"],
+            registry=r,
+        )
+        self.waitlist_offers = Counter(
+            "events_waitlist_offers_total",
+            "Waiting-list offers by outcome: made by the pass, or expired and released",
+            ["result"],
+            registry=r,
+        )
+
     def observe_pass(self, summary: Any) -> None:
         self.passes.inc()
         self.mails.inc(summary.sent)

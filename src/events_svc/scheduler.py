@@ -172,6 +172,9 @@ class SchedulerLoop:
         )
         summary.more = summary.more or offers.more
         summary.advanced += offers.offered + offers.expired
+        if self.metrics is not None:
+            self.metrics.waitlist_offers.labels("offered").inc(offers.offered)
+            self.metrics.waitlist_offers.labels("expired").inc(offers.expired)
         if self.settings.trigger_dispatch:  # the optional dispatcher: triggers into mail
             dispatched = await run_dispatch_pass(
                 self.pool(),

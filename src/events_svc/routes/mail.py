@@ -98,6 +98,8 @@ async def run_schedulers(ctx: Ctx, actor: Run) -> Response:
     summary = await run_mail_pass(ctx.db(), ctx.ports, pass_options(ctx.settings), ctx.clock())
     ctx.metrics.observe_pass(summary)
     offers = await run_offer_pass(ctx.db(), ctx.ports, offer_options(ctx.settings), ctx.clock())
+    ctx.metrics.waitlist_offers.labels("offered").inc(offers.offered)
+    ctx.metrics.waitlist_offers.labels("expired").inc(offers.expired)
     view = summary.as_dict()
     view.update(offers_made=offers.offered, offers_expired=offers.expired)
     view["more"] = view["more"] or offers.more

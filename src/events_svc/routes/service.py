@@ -13,6 +13,7 @@ from events_svc.db import connection
 from events_svc.models import HealthView, ReadyView
 from events_svc.routes.deps import Ctx, answer
 from events_svc.verbs.mail import count_failing_lines, next_due, outbox
+from events_svc.verbs.waitlist import waitlist_counts
 
 router = APIRouter(tags=["service"])
 
@@ -56,8 +57,8 @@ router.add_api_route("/readyz", readyz, methods=["HEAD"], include_in_schema=Fals
 
 @router.get("/metrics", response_class=Response, include_in_schema=False)
 async def metrics(ctx: Ctx) -> Response:
-    """Prometheus text format; the scheduler lag, failing lines and the outbox's messages by
-    channel and delivery state are read at scrape time."""
+    """Prometheus text format; the scheduler lag, failing lines, the outbox's messages by
+    channel and delivery state and the live waiting-list entries are read at scrape time."""
     now = ctx.clock()
     try:
         due = await next_due(ctx.db(), now)
@@ -67,6 +68,8 @@ async def metrics(ctx: Ctx) -> Response:
         counts.update({(c, s): n for c, s, n in await outbox.outbox_counts(ctx.db())})
         for (channel, state), n in counts.items():
             ctx.metrics.outbox.labels(channel, state).set(n)
+        for status, n in (await waitlist_counts(ctx.db())).items():
+            ctx.metrics.waitlist.labels(status).set(n)
     except errors.DomainError:
         pass  # the database is away: the other metrics still answer
     return Response(generate_latest(ctx.metrics.registry), media_type=CONTENT_TYPE_LATEST)

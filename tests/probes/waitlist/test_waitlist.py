@@ -651,3 +651,19 @@ async def test_freeing_seats_where_somebody_waits_wakes_the_offer_pass(
         assert await asyncio.wait_for(heard.get(), 5) == event["id"]
     finally:
         await listener.close()
+
+
+async def test_the_metrics_show_the_live_entries_and_the_offers_made(
+    admin: httpx.AsyncClient, public: httpx.AsyncClient
+) -> None:
+    event = await listed_event(admin, 1)
+    (rid,) = await fill(public, event["id"], 1)
+    await joined(public, event["id"], "m1@example.org")
+    await joined(public, event["id"], "m2@example.org")
+    await cancel(admin, rid)
+    await offer_pass(admin)
+    text = (await admin.get("/metrics")).text
+    assert 'events_waitlist_entries{status="waiting"} 1.0' in text
+    assert 'events_waitlist_entries{status="offered"} 1.0' in text
+    assert 'events_waitlist_offers_total{result="offered"} 1.0' in text
+    assert "m1@example.org" not in text

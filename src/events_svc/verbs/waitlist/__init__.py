@@ -9,7 +9,7 @@
 - `records`: reads, positions and views.
 """
 
-from events_svc.verbs.waitlist.entries import entry_status, join, list_entries
+from events_svc.verbs.waitlist.entries import entry_status, join, list_entries, waitlist_counts
 from events_svc.verbs.waitlist.offers import (
     OfferOptions,
     OfferSummary,
@@ -36,4 +36,5 @@ __all__ = [
     "put_settings",
     "remove_entry",
     "run_offer_pass",
+    "waitlist_counts",
 ]

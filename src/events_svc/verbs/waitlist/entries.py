@@ -38,6 +38,7 @@ from events_svc.verbs.registrations import assess_queue_place
 from events_svc.verbs.waitlist.records import (
     entry_view,
     list_rows,
+    live_counts,
     position_of,
     read_entry,
 )
@@ -167,6 +168,12 @@ async def _db_now(conn: Any) -> datetime:
     """The database's clock: every deadline of the waiting list is read against it."""
     at: datetime = await conn.fetchval("SELECT clock_timestamp()")
     return at
+
+
+async def waitlist_counts(pool: Pool) -> dict[str, int]:
+    """{waiting, offered}: the live entries of every event, for the metrics."""
+    async with connection(pool) as conn:
+        return await live_counts(conn)
 
 
 async def list_entries(

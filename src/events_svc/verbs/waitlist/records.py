@@ -48,6 +48,18 @@ ORDER BY x.created_at, x.id LIMIT $5
 """
 
 
+_LIVE_COUNTS = """
+SELECT 'waiting' AS status, count(*) AS n FROM event.waitlist_entry WHERE status = 'waiting'
+UNION ALL
+SELECT 'offered', count(*) FROM event.waitlist_entry WHERE status = 'offered'
+"""
+
+
+async def live_counts(conn: Connection) -> dict[str, int]:
+    """The entries waiting and holding an offer, over every event (the two partial indexes)."""
+    return {row["status"]: int(row["n"]) for row in await conn.fetch(_LIVE_COUNTS)}
+
+
 async def read_entry(
     conn: Connection, entry_id: UUID, event_id: UUID | None = None, *, lock: bool = False
 ) -> dict[str, Any]:
