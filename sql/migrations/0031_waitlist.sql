@@ -10,6 +10,19 @@ ALTER TABLE event.registrations ADD CONSTRAINT registrations_state_origin_with_o
 ALTER TABLE event.registrations ADD CONSTRAINT registrations_hold_is_waitlist_draft
     CHECK (hold_expires_at IS NULL OR (state = 'draft' AND state_origin = 'waitlist'));
 
+-- the registration read model shows the end of a held offer's hold
+CREATE OR REPLACE VIEW event.registration_view AS
+SELECT r.id, r.event_id, r.event_slot_id, r.event_ticket_id, r.state::text AS state,
+    r.sale_status::text AS sale_status, r.sale_order_id, r.name, r.email, r.phone,
+    r.company_name, r.partner_id, r.barcode, r.active, r.date_open, r.date_closed, r.version,
+    r.company_id, r.created_at, r.updated_at,
+    (SELECT coalesce(jsonb_agg(jsonb_build_object('question_id', a.question_id,
+        'value_answer_id', a.value_answer_id, 'value_text', a.value_text)
+        ORDER BY a.question_id), '[]')
+     FROM event.registration_answers a WHERE a.registration_id = r.id) AS answers,
+    r.state_origin::text AS state_origin, r.hold_expires_at
+FROM event.registrations r;
+
 -- The seat counter's domain widens once more: a held draft holds its seat while its hold
 -- lasts. `holds_seat` is the time-free part (the partial indexes' predicate: a held draft
 -- is in it whether or not its hold has ended); `holds_seat_at` is THE definition, the

@@ -144,7 +144,9 @@ class RegistrationView(View):
     version: int
     company_id: UUID | None
     answers: list[AnswerValue]
-    # who set the state last on a sale-linked row (`sale` or `officer`), else null
-    state_origin: Literal["sale", "officer"] | None = None
+    # who set the state last on a sale-linked row (`sale` or `officer`); `waitlist` on a
+    # row born of a waiting-list offer; else null
+    state_origin: Literal["sale", "officer", "waitlist"] | None = None
+    hold_expires_at: datetime | None = None  # a held offer's draft: when its hold ends
     created_at: datetime
     updated_at: datetime

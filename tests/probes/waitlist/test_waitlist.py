@@ -667,3 +667,21 @@ async def test_the_metrics_show_the_live_entries_and_the_offers_made(
     assert 'events_waitlist_entries{status="offered"} 1.0' in text
     assert 'events_waitlist_offers_total{result="offered"} 1.0' in text
     assert "m1@example.org" not in text
+
+
+async def test_a_held_draft_reads_like_any_registration_with_its_hold(
+    admin: httpx.AsyncClient, public: httpx.AsyncClient, pool: asyncpg.Pool
+) -> None:
+    event = await listed_event(admin, 1)
+    (rid,) = await fill(public, event["id"], 1)
+    await joined(public, event["id"], "held@example.org", name="Hal Held")
+    await cancel(admin, rid)
+    await offer_pass(admin)
+    (row,) = await entries(pool, event["id"])
+    held = await admin.get(f"/admin/registrations/{row['registration_ids'][0]}")
+    assert held.status_code == 200, held.text
+    view = held.json()
+    assert (view["state"], view["state_origin"], view["name"]) == ("draft", "waitlist", "H*** H***")
+    assert view["hold_expires_at"] is not None
+    listed = await admin.get("/admin/registrations", params={"event_id": event["id"]})
+    assert listed.status_code == 200 and len(listed.json()["items"]) == 2
