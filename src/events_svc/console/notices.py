@@ -22,4 +22,7 @@ NOTICES: dict[str, str] = {
     "template_saved": "The template is saved.",
     "outbox_retried": "The message is queued again and will be sent shortly.",
     "import_replayed": "This form was sent already: this is the import it started.",
+    "waitlist_saved": "The waiting-list settings are saved.",
+    "waitlist_offered": "The offer is made; its seats are held until its deadline.",
+    "waitlist_removed": "The entry is off the waiting list; a held offer is released.",
 }

@@ -1,14 +1,17 @@
 """The console's building blocks, shared by every page module: the actor (resolved exactly
 like the API's, or by the host's dependency), scope checks, posted forms with their CSRF
-check, the page renderer and its error summary, and the 303 answer of a form."""
+check, the page renderer and its error summary, the 303 answer of a form, and a moment
+as the operator reads it."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import urlencode
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from fastapi import Depends, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
@@ -236,6 +239,21 @@ def page(
         **context,
     )
     return HTMLResponse(html, status_code=status_code)
+
+
+def zone(name: str) -> ZoneInfo:
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        return ZoneInfo("UTC")
+
+
+def when(value: datetime | None, tz: str = "UTC") -> str:
+    """A moment as the operator reads it: in the event's zone, with the zone's abbreviation."""
+    if value is None:
+        return "—"
+    local = value.astimezone(zone(tz))
+    return local.strftime("%a %d %b %Y, %H:%M ") + (local.tzname() or tz)
 
 
 def see_other(request: Request, path: str, *, done: str | None = None, **query: Any) -> Any:

@@ -1,12 +1,15 @@
 """Console pages: the events list (the landing page after sign-in), an event's detail with
-its seats gauges, and its publish / unpublish / mark-done forms.
+its seats gauges, its publish / unpublish / mark-done forms, and its waiting list (the
+settings form, the entries' "Offer now" and "Remove").
 
 Every read and write is the admin API's own verb called with the same arguments
 (`routes/events/records.py`): the list is `list_events`, the detail and the gauges are
 `get_event` (its `seats` is the ONE seat read model, also behind
 `GET /admin/events/{id}/seats`), the forms call `publish_event`, `unpublish_event` and
-`mark_event_done`. A refusal of a form (409 and friends) re-renders the detail with
-its code in the error summary and the API's status; anything else is the error page.
+`mark_event_done`. The waiting list's section is `waitlist.section`; its forms call
+`put_settings`, `offer_now` and `remove_entry` (`routes/waitlist.py`). A refusal of a
+form (409 and friends) re-renders the detail with its code in the error summary and the
+API's status; anything else is the error page.
 """
 
 from __future__ import annotations
@@ -15,7 +18,6 @@ from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Annotated, Any
 from uuid import UUID
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
@@ -23,8 +25,10 @@ from pydantic import ValidationError
 
 from events_svc import errors
 from events_svc.actors import Actor
+from events_svc.console.pages import waitlist
 from events_svc.console.web import (
     FieldError,
+    Form,
     Posted,
     StudioCtx,
     needs,
@@ -33,10 +37,14 @@ from events_svc.console.web import (
     refusal_errors,
     see_other,
     validation_errors,
+    when,
+    zone,
 )
-from events_svc.models import PublishBody
+from events_svc.models import PublishBody, WaitlistSettingsBody
 from events_svc.routes.deps import ServiceContext
+from events_svc.scheduler import offer_options
 from events_svc.verbs import badges
+from events_svc.verbs import waitlist as waitlist_verbs
 from events_svc.verbs.events import catalog, lifecycle, publication, tickets
 from events_svc.verbs.events import records as verbs
 
@@ -60,21 +68,6 @@ GAUGE_WIDTH = 1000  # the SVG's own units; the CSS stretches it to the column
 
 
 # --- presentation -----------------------------------------------------------------------
-
-
-def zone(name: str) -> ZoneInfo:
-    try:
-        return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
-        return ZoneInfo("UTC")
-
-
-def when(value: datetime | None, tz: str = "UTC") -> str:
-    """A moment as the operator reads it: in the event's zone, with the zone's abbreviation."""
-    if value is None:
-        return "—"
-    local = value.astimezone(zone(tz))
-    return local.strftime("%a %d %b %Y, %H:%M ") + (local.tzname() or tz)
 
 
 def seats_figure(scope: Mapping[str, Any]) -> str:
@@ -259,6 +252,8 @@ async def detail_page(
     problems: list[FieldError] | None = None,
     status_code: int = 200,
     publish_value: str = "",
+    waitlist_query: waitlist.ListQuery | None = None,
+    waitlist_typed: dict[str, Any] | None = None,
 ) -> Any:
     now = ctx.clock()
     event = await verbs.get_event(ctx.db(), actor, event_id, now)
@@ -270,6 +265,20 @@ async def detail_page(
         slot_rows = listing["items"]
     stage = stages.get(event["stage_id"]) if event["stage_id"] else None
     tz = event["date_tz"]
+    ticket_names = {t["id"]: t["name"] for t in ticket_rows["items"]}
+    query = waitlist_query or waitlist.list_query({})
+    if query.problems:
+        problems = [*(problems or []), *query.problems]
+        status_code = 422 if status_code == 200 else status_code
+    section = await waitlist.section(
+        ctx,
+        actor,
+        event,
+        ticket_names,
+        {s["id"]: when(s["date_begin"], tz) for s in slot_rows},
+        query,
+        waitlist_typed,
+    )
     return page(
         request,
         "event_detail.html",
@@ -284,7 +293,7 @@ async def detail_page(
         timing=timing(event),
         stage=stage,
         kanban=KANBAN[event["kanban_state"]],
-        gauges=gauges(event, {t["id"]: t["name"] for t in ticket_rows["items"]}, slot_rows),
+        gauges=gauges(event, ticket_names, slot_rows),
         can_publish=event["active"] and not event["is_published"],
         can_unpublish=event["is_published"] or event["date_publish"] is not None,
         can_mark_done=not (stage and stage["pipe_end"]),
@@ -296,12 +305,16 @@ async def detail_page(
         badge_slots=[("", "Any slot")]
         + [(str(s["id"]), when(s["date_begin"], tz)) for s in slot_rows],
         badge_format=BADGE_FORMATS.get(event["badge_format"], event["badge_format"]),
+        waitlist=section,
     )
 
 
 @router.get("/events/{event_id}")
 async def event_detail(request: Request, ctx: StudioCtx, actor: Read, event_id: UUID) -> Any:
-    return await detail_page(request, ctx, actor, event_id)
+    """The detail; `waitlist_status` and `waitlist_cursor` filter and page its waiting
+    list."""
+    query = waitlist.list_query(request.query_params)
+    return await detail_page(request, ctx, actor, event_id, waitlist_query=query)
 
 
 Verb = Callable[[], Awaitable[Any]]
@@ -315,6 +328,7 @@ async def act(
     verb: Verb,
     done: str,
     publish_value: str = "",
+    waitlist_typed: dict[str, Any] | None = None,
 ) -> Any:
     """Run one of the detail's verbs; its refusal shows on the detail with the API's code."""
     try:
@@ -330,6 +344,7 @@ async def act(
             problems=refusal_errors(exc),
             status_code=exc.status,
             publish_value=publish_value,
+            waitlist_typed=waitlist_typed,
         )
     return see_other(request, f"/events/{event_id}", done=done)
 
@@ -443,3 +458,107 @@ async def print_badges(request: Request, ctx: StudioCtx, actor: Pii, event_id: U
                 headers={"Content-Disposition": f'inline; filename="badges-{event_id}.pdf"'},
             )
     return await detail_page(request, ctx, actor, event_id, problems=problems, status_code=422)
+
+
+# --- the waiting list -------------------------------------------------------------------
+
+WaitlistWrite = Annotated[Actor, needs("registration:write")]
+
+
+@router.post("/events/{event_id}/waitlist-settings")
+async def waitlist_settings(
+    request: Request, ctx: StudioCtx, actor: Write, event_id: UUID, form: Posted
+) -> Any:
+    """PUT /admin/events/{id}/waitlist-settings with the form's fields (the body model's
+    checks, then the verb's); a refusal shows on the detail, the values kept."""
+    typed = waitlist.settings_values(form)
+    try:
+        body = WaitlistSettingsBody.model_validate(typed)
+    except ValidationError as exc:
+        return await detail_page(
+            request,
+            ctx,
+            actor,
+            event_id,
+            problems=waitlist.settings_problems(exc),
+            status_code=422,
+            waitlist_typed=typed,
+        )
+    return await act(
+        request,
+        ctx,
+        actor,
+        event_id,
+        lambda: waitlist_verbs.put_settings(
+            ctx.db(),
+            ctx.ports.template_renderer,
+            actor,
+            event_id,
+            body.model_dump(),
+            ctx.clock(),
+        ),
+        "waitlist_saved",
+        waitlist_typed=typed,
+    )
+
+
+EntryVerb = Callable[[], Awaitable[dict[str, Any]]]
+
+
+async def entry_action(
+    request: Request, ctx: ServiceContext, actor: Actor, form: Form, verb: EntryVerb, done: str
+) -> Any:
+    """Run an entry's verb; back to its event's page and the same view of the list. A
+    refusal shows on the page the form was sent from (its hidden `event_id`); a 404 (an
+    entry that does not exist, or another company's) is the error page."""
+    query = waitlist.list_query(form.values)
+    try:
+        entry = await verb()
+    except errors.DomainError as exc:
+        back = waitlist.event_of(form)
+        if exc.status not in FORM_REFUSALS or back is None or not actor.has("event:read"):
+            raise
+        return await detail_page(
+            request,
+            ctx,
+            actor,
+            back,
+            problems=refusal_errors(exc),
+            status_code=exc.status,
+            waitlist_query=query,
+        )
+    return see_other(request, f"/events/{entry['event_id']}", done=done, **query.kept())
+
+
+@router.post("/waitlist/{entry_id}/offer")
+async def waitlist_offer(
+    request: Request, ctx: StudioCtx, actor: WaitlistWrite, entry_id: UUID, form: Posted
+) -> Any:
+    """POST /admin/waitlist/{id}/offer: the entry's seats are offered now, out of turn
+    (409 `event_seats_exhausted` when they are not free)."""
+    return await entry_action(
+        request,
+        ctx,
+        actor,
+        form,
+        lambda: waitlist_verbs.offer_now(
+            ctx.db(), ctx.ports, offer_options(ctx.settings), actor, entry_id, ctx.clock()
+        ),
+        "waitlist_offered",
+    )
+
+
+@router.post("/waitlist/{entry_id}/remove")
+async def waitlist_remove(
+    request: Request, ctx: StudioCtx, actor: WaitlistWrite, entry_id: UUID, form: Posted
+) -> Any:
+    """DELETE /admin/waitlist/{id}: the entry is taken off the list (a held offer is
+    released)."""
+    return await entry_action(
+        request,
+        ctx,
+        actor,
+        form,
+        lambda: waitlist_verbs.remove_entry(ctx.db(), actor, entry_id, ctx.clock()),
+        "waitlist_removed",
+    )

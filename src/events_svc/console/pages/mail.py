@@ -21,7 +21,7 @@ from fastapi import APIRouter, Request
 from events_svc import errors
 from events_svc.actors import Actor
 from events_svc.console.choices import event_choices
-from events_svc.console.pages.events import FORM_REFUSALS, LOOKUP_LIMIT, when
+from events_svc.console.pages.events import FORM_REFUSALS, LOOKUP_LIMIT
 from events_svc.console.web import (
     FieldError,
     Posted,
@@ -31,6 +31,7 @@ from events_svc.console.web import (
     query_text,
     refusal_errors,
     see_other,
+    when,
 )
 from events_svc.verbs.events import records as event_verbs
 from events_svc.verbs.mail import lines, outbox, templates
