@@ -209,7 +209,7 @@ class SchedulerLoop:
         import_due = await next_import_due(self.pool(), now)
         if import_due is not None:
             until_due = min(until_due, (import_due - now).total_seconds())
-        offer_due = await next_offer_due(self.pool())
+        offer_due = await next_offer_due(self.pool(), now)
         if offer_due is not None:
             until_due = min(until_due, (offer_due - now).total_seconds())
         operation_due = await next_operation_due(self.pool(), now)

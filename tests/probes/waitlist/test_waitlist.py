@@ -685,3 +685,53 @@ async def test_a_held_draft_reads_like_any_registration_with_its_hold(
     assert view["hold_expires_at"] is not None
     listed = await admin.get("/admin/registrations", params={"event_id": event["id"]})
     assert listed.status_code == 200 and len(listed.json()["items"]) == 2
+
+
+async def test_a_join_racing_a_cancel_never_leaves_the_freed_seat_idle(
+    admin: httpx.AsyncClient, public: httpx.AsyncClient, settings: Settings, pool: asyncpg.Pool
+) -> None:
+    event = await listed_event(admin, 2)
+    first, _ = await fill(public, event["id"], 2)
+    assert settings.database_url
+    listener = await asyncpg.connect(settings.database_url)
+    heard: asyncio.Queue[str] = asyncio.Queue()
+    await listener.add_listener("event_waitlist_due", lambda *a: heard.put_nowait(a[3]))
+    side = await asyncpg.connect(settings.database_url)
+    try:
+        # the same person's entry, not committed yet: the join waits on it after its read
+        tx = side.transaction()
+        await tx.start()
+        await side.execute(
+            "INSERT INTO event.waitlist_entry (event_id, seats, name, email)"
+            " VALUES ($1, 1, 'Late', 'late@example.org')",
+            uuid.UUID(event["id"]),
+        )
+        joining = asyncio.create_task(join(public, event["id"], "late@example.org"))
+        await asyncio.sleep(0.3)
+        cancelling = asyncio.create_task(cancel(admin, first))
+        await asyncio.sleep(0.3)
+        assert not joining.done()
+        await tx.rollback()
+        assert (await joining).status_code == 201
+        await cancelling
+        # whichever came first, the freed seat wakes the pass
+        assert await asyncio.wait_for(heard.get(), 5) == event["id"]
+    finally:
+        await side.close()
+        await listener.close()
+    assert (await offer_pass(admin))["offers_made"] == 1
+
+
+async def test_the_pass_is_due_within_a_minute_while_anyone_waits(
+    admin: httpx.AsyncClient, public: httpx.AsyncClient, pool: asyncpg.Pool
+) -> None:
+    from datetime import UTC, datetime
+
+    from events_svc.verbs.waitlist import next_offer_due
+
+    now = datetime.now(UTC)
+    assert await next_offer_due(pool, now) is None
+    event = await listed_event(admin, 1)
+    await fill(public, event["id"], 1)
+    await joined(public, event["id"], "due@example.org")
+    assert await next_offer_due(pool, now) == now + timedelta(minutes=1)

@@ -2,20 +2,23 @@
 operators.
 
 A join goes through the intake's door (`public.intake_event`: by event id a published,
-open event; by a private intake link an unpublished one too) and the register verb's own
-refusals for its scope (`registrations.assess_queue_place`: slot, ticket, cancelled
-event, sale window, per-order cap), then:
+open event; by a private intake link an unpublished one too), then:
 
 - 409 `waitlist_disabled` when the event keeps no list;
+- the register verb's own refusals for its scope (`registrations.assess_queue_place`:
+  slot, ticket, cancelled event, sale window, per-order cap);
 - 409 `waitlist_not_needed` when the intake would take the request now and nobody
   waits in its scopes (register instead);
 - 409 `waitlist_already_joined` when the address already waits (or holds an offer) for
   the same event, ticket and slot: the partial unique index decides, so two concurrent
   joins of one person leave one entry.
 
-A join reads seats without locks: the intake and the offer pass decide under the event
-lock, so a stale read here never costs a seat. When seats are free while others wait
-(the pass has not served them yet), the join wakes the offer pass.
+A join holds the event row in share mode (joins run side by side) and reads seats: the
+intake and the offer pass decide under the event lock, so what a join reads never costs a
+seat. When seats are free while others wait (the pass has not served them yet), the join
+wakes the offer pass; a write that frees seats cannot run across a join (it locks the
+event row for update), so it either sees the new entry and wakes the pass itself, or
+the join sees the seat it freed.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ from events_svc.verbs.waitlist.records import (
 from events_svc.verbs.waitlist.settings import read_settings
 
 WAKE = "SELECT pg_notify('event_waitlist_due', $1::text)"
+_SHARE_EVENT = "SELECT 1 FROM event.events WHERE id = $1 FOR SHARE"
 MAX_SEATS_WITHOUT_TICKET = 10
 _INSERT = """
 INSERT INTO event.waitlist_entry AS w (event_id, company_id, event_ticket_id, event_slot_id,
@@ -68,6 +72,10 @@ async def join(
     slot_id, ticket_id = request.get("event_slot_id"), request.get("event_ticket_id")
     seats = int(request.get("seats") or 1)
     async with transaction(pool) as conn:
+        # shared: joins run side by side, but a write that frees seats (which locks the event
+        # row for update) runs before or after a join, never across it, so either that write
+        # sees this entry waiting and wakes the pass, or this join sees the free seat
+        await conn.execute(_SHARE_EVENT, event_id)
         if not (await read_settings(conn, event_id))["enabled"]:
             raise errors.WaitlistDisabled()
         place = await assess_queue_place(

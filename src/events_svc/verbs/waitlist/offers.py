@@ -82,9 +82,12 @@ SELECT event_id, bool_or(status = 'offered' AND offer_expires_at <= clock_timest
 FROM event.waitlist_entry WHERE status IN ('waiting', 'offered')
 GROUP BY event_id ORDER BY event_id LIMIT $1
 """
-_NEXT_EXPIRY = """
-SELECT min(offer_expires_at) FROM event.waitlist_entry WHERE status = 'offered'
+_NEXT = """
+SELECT (SELECT min(offer_expires_at) FROM event.waitlist_entry WHERE status = 'offered')
+        AS expiry,
+    EXISTS (SELECT 1 FROM event.waitlist_entry WHERE status = 'waiting') AS waiting
 """
+SAFETY_NET = timedelta(minutes=1)  # while anyone waits, the pass runs at least this often
 _SCOPES_WAITING = """
 SELECT event_ticket_id, event_slot_id, min(seats) AS seats
 FROM event.waitlist_entry WHERE event_id = $1 AND status = 'waiting'
@@ -446,11 +449,15 @@ async def run_offer_pass(
     return summary
 
 
-async def next_offer_due(pool: Pool) -> datetime | None:
-    """The earliest offer deadline (the pass expires it then)."""
+async def next_offer_due(pool: Pool, now: datetime) -> datetime | None:
+    """When the pass is next due: the earliest offer deadline (it expires the offer then),
+    and a minute from now while anyone waits (the safety net under the wake-ups)."""
     async with connection(pool) as conn:
-        due: datetime | None = await conn.fetchval(_NEXT_EXPIRY)
-    return due
+        row = must(await conn.fetchrow(_NEXT))
+    due: list[datetime] = [row["expiry"]] if row["expiry"] is not None else []
+    if row["waiting"]:
+        due.append(now + SAFETY_NET)
+    return min(due, default=None)
 
 
 # --- an operator's offer out of turn, and removal ------------------------------------------
