@@ -46,6 +46,10 @@ Part 10. Documents (`bench/documents.py`): N badges (`--badges N`, 5 000) of one
 four per sheet through the badges verb, with the peak memory of the print at N and N/10;
 the median render time of one registration's tickets PDF.
 
+Part 11. The waiting list (`bench/waitlist.py`): N entries waiting on a full event of 2N
+seats (`--waitlist N`, 5 000), N/5 seats freed at once, the offer passes timed and checked;
+then waiting-list joins against intake registrations through HTTP, side by side.
+
 Database: EVENTS_BENCH_ADMIN_URL (a superuser URL) or a fresh embedded PostgreSQL.
 """
 
@@ -80,6 +84,7 @@ from bench.export import EXPORT_HEADER, export_run
 from bench.leads import LEADS_HEADER, leads_run
 from bench.operations import OPERATIONS_HEADER, operations_run
 from bench.seam import SEAM_HEADER, seam_run
+from bench.waitlist import JOIN_HEADER, OFFERS_HEADER, waitlist_run
 from events_svc import migrate
 from events_svc.actors import SYSTEM
 from events_svc.adapters.standalone import standalone_ports
@@ -308,6 +313,12 @@ def main() -> None:
         default=5_000,
         help="badges of the documents benchmark (0 skips it)",
     )
+    parser.add_argument(
+        "--waitlist",
+        type=int,
+        default=5_000,
+        help="waiting entries of the waiting-list benchmark, on 2N seats (0 skips it)",
+    )
     args = parser.parse_args()
     sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
     concurrency = [int(x) for x in args.concurrency.split(",")]
@@ -379,6 +390,17 @@ def main() -> None:
             print(f"\nDocuments: {args.badges:,} badges and one registration's tickets PDF:")
             print(DOCUMENTS_HEADER)
             print("\n".join(lines))
+        if args.waitlist:
+            n = args.waitlist
+            print("\nThe waiting list: the offer burst, then joins as measured:\n" + JOIN_HEADER,
+                  flush=True)  # fmt: skip
+            burst, joins = asyncio.run(waitlist_run(admin_url, n, args.seconds))
+            print(f"\nThe waiting list: {n // 5:,} seats freed at once, {n:,} entries waiting:")
+            print(OFFERS_HEADER)
+            print("\n".join(burst))
+            print("\nWaiting-list joins against intake registrations, one service, HTTP:")
+            print(JOIN_HEADER)
+            print("\n".join(joins))
 
 
 if __name__ == "__main__":

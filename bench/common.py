@@ -1,6 +1,6 @@
 """What the benchmark parts share: the timing cell, the driver, the hot event, the database
-server, a real `events-svc serve` process, and the two cells part 1 and part 8 both run (the
-raw-SQL ceiling and HTTP)."""
+server, a real `events-svc serve` process, the two cells part 1 and part 8 both run (the
+raw-SQL ceiling and HTTP), and the HTTP cell under it that part 11 runs too."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 from uuid import UUID
 
@@ -150,7 +151,7 @@ async def drop_database(admin_url: str) -> None:
     await admin.close()
 
 
-# --- the cells part 1 and part 8 share: the raw-SQL ceiling and HTTP ----------------------
+# --- the cells part 1 and part 8 share: the raw-SQL ceiling and HTTP (part 11: HTTP) ------
 
 RAW_LOCK = "SELECT id FROM event.events WHERE id = $1 FOR UPDATE"
 RAW_COUNT = (
@@ -178,18 +179,37 @@ async def raw_cell(url: str, event_id: UUID, workers: int, seconds: float) -> Ce
             await c.close()
 
 
-async def http_cell(base: str, token: str, event_id: UUID, workers: int, seconds: float) -> Cell:
-    headers = {"Authorization": f"Bearer {token}"}
-    body = {"event_id": str(event_id), "name": "Bench Attendee", "email": "bench@example.org"}
+async def post_cell(
+    base: str,
+    path: str,
+    body: Callable[[int], dict[str, Any]],
+    workers: int,
+    seconds: float,
+    headers: dict[str, str] | None = None,
+) -> Cell:
+    """POST `body(worker)` to `path` from `workers` aiohttp clients for `seconds`; every
+    answer must be 201."""
     connector = aiohttp.TCPConnector(limit=workers)
     async with aiohttp.ClientSession(base, headers=headers, connector=connector) as client:
 
-        async def op(_: int) -> None:
-            async with client.post("/api/v1/event/admin/registrations", json=body) as r:
+        async def op(w: int) -> None:
+            async with client.post(path, json=body(w)) as r:
                 text = await r.text()
                 if r.status != 201:
-                    raise RuntimeError(f"POST answered {r.status}: {text}")
+                    raise RuntimeError(f"POST {path} answered {r.status}: {text}")
 
         async with client.get("/healthz") as r:
             await r.read()
         return await drive(workers, seconds, op)
+
+
+async def http_cell(base: str, token: str, event_id: UUID, workers: int, seconds: float) -> Cell:
+    body = {"event_id": str(event_id), "name": "Bench Attendee", "email": "bench@example.org"}
+    return await post_cell(
+        base,
+        "/api/v1/event/admin/registrations",
+        lambda _: body,
+        workers,
+        seconds,
+        headers={"Authorization": f"Bearer {token}"},
+    )
