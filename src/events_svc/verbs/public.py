@@ -374,19 +374,31 @@ async def registration_tickets_pdf(pool: Pool, registration_id: UUID) -> bytes:
     return await render_off_loop(pages, title=f"Tickets · {event['name']}")
 
 
-async def intake_event(pool: Pool, codec: CapabilityCodec, key: str, now: datetime) -> UUID:
-    """The event an intake request registers for: by id (published, open) or by capability."""
+def intake_key(codec: CapabilityCodec, key: str, now: datetime) -> tuple[UUID, bool]:
+    """(the event id, whether a private intake link named it) of an intake's path key."""
     try:
-        event_id, by_capability = UUID(key), False
+        return UUID(key), False
     except ValueError:
-        event_id, by_capability = _event_id(codec.open(INTAKE, key, now)), True
-    async with connection(pool) as conn:
-        event = await conn.fetchrow(_EVENT, event_id)
+        return _event_id(codec.open(INTAKE, key, now)), True
+
+
+def check_admitted(event: Any, by_capability: bool, now: datetime) -> None:
+    """The intake's door: a missing or archived event is the uniform 404; a cancelled or
+    finished one, or (by id) one that is not published, 409 `event_registrations_closed`.
+    `event` needs `active`, `kanban_state`, `date_end`, `is_published`, `date_publish`."""
     if event is None or not event["active"]:
         raise errors.EventNotPublished()
     closed = event["kanban_state"] == "cancel" or event["date_end"] <= now
     if closed or (not by_capability and not is_visible(dict(event), now)):
         raise errors.RegistrationsClosed()
+
+
+async def intake_event(pool: Pool, codec: CapabilityCodec, key: str, now: datetime) -> UUID:
+    """The event an intake request registers for: by id (published, open) or by capability."""
+    event_id, by_capability = intake_key(codec, key, now)
+    async with connection(pool) as conn:
+        event = await conn.fetchrow(_EVENT, event_id)
+    check_admitted(event, by_capability, now)
     return event_id
 
 

@@ -58,12 +58,6 @@ SELECT id, seats_max, limit_max_per_order, start_sale_datetime, end_sale_datetim
 FROM event.tickets WHERE id = ANY($1::uuid[]) AND event_id = $2
 ORDER BY id FOR NO KEY UPDATE  -- after the event and slot rows: the fixed lock order
 """
-_READ_EVENT = """
-SELECT e.id, e.company_id, e.seats_limited, e.seats_max, e.is_multi_slots,
-    e.kanban_state::text AS kanban_state, false AS has_schedulers
-FROM event.events e
-WHERE e.id = $1 AND event.visible_to(e.company_id, $2)
-"""
 _READ_SLOTS = "SELECT id FROM event.slots WHERE id = ANY($1::uuid[]) AND event_id = $2"
 _READ_TICKETS = """
 SELECT id, seats_max, limit_max_per_order, start_sale_datetime, end_sale_datetime
@@ -295,42 +289,43 @@ async def _decide(scope: _Scope, r: RegisterRequest) -> _Accepted:
 
 @dataclass(frozen=True)
 class QueuePlace:
-    """What a waiting-list join needs to know of its scope: whether the intake would take
-    the request now (behind the queue), and the seats already waiting in its scopes."""
+    """Where a waiting-list request stands: whether its seats are free now (`free`), and
+    free past the seats of every entry waiting in its scopes (`fits`: the intake would
+    take it); `waiting`: those seats (counted only when the seats are free, else 0)."""
 
-    event: dict[str, Any]
+    free: bool
     fits: bool
     waiting: int
 
 
 async def assess_queue_place(
     conn: Connection,
-    actor: Actor,
-    event_id: UUID,
+    event: dict[str, Any],
     *,
     slot_id: UUID | None,
     ticket_id: UUID | None,
     seats: int,
     now: datetime,
     default_cap: int,
-    behind_queue: bool = True,
 ) -> QueuePlace:
-    """The register verb's refusals and seats for a waiting-list request, read without
-    locks (a snapshot: the intake and the offer pass decide under the event lock, so a
-    stale answer here never costs a seat). `fits`: the seats are free (past the seats of
-    the entries waiting in its scopes, unless `behind_queue` is False)."""
-    row = await conn.fetchrow(_READ_EVENT, event_id, actor.company_id)
-    if row is None:
-        raise errors.NotFound("No such event.")
-    scope = _Scope(conn, dict(row))
+    """The register verb's refusals and seats for a waiting-list request of `event` (its
+    row: id, company_id, seats_limited, seats_max, is_multi_slots, kanban_state), read
+    without the event's update lock: the intake and the offer pass decide under it, so
+    what this reads never costs a seat. The queue is read only when seats are free."""
+    scope = _Scope(conn, event)
     await scope.read(slot_id, ticket_id)
     ticket = _refusals(scope, slot_id, ticket_id, now, seats, default_cap)
-    waiting = await scope.ledger.waiting_for(slot_id, ticket)
     try:
-        await scope.ledger.take(slot_id, ticket, seats, behind_queue=behind_queue, keep=False)
+        await scope.ledger.take(slot_id, ticket, seats, keep=False)
     except errors.SeatsExhausted:
-        return QueuePlace(scope.event, False, waiting)
-    return QueuePlace(scope.event, True, waiting)
+        return QueuePlace(free=False, fits=False, waiting=0)
+    waiting = await scope.ledger.waiting_for(slot_id, ticket)
+    if waiting:
+        try:
+            await scope.ledger.take(slot_id, ticket, seats, behind_queue=True, keep=False)
+        except errors.SeatsExhausted:
+            return QueuePlace(free=True, fits=False, waiting=waiting)
+    return QueuePlace(free=True, fits=True, waiting=waiting)
 
 
 async def register_in(conn: Connection, request: RegisterRequest) -> Registered:

@@ -1,7 +1,7 @@
 """Joining a waiting list, an entry's status by its link, and an event's list for
 operators.
 
-A join goes through the intake's door (`public.intake_event`: by event id a published,
+A join goes through the intake's door (`public.check_admitted`: by event id a published,
 open event; by a private intake link an unpublished one too), then:
 
 - 409 `waitlist_disabled` when the event keeps no list;
@@ -36,7 +36,7 @@ from events_svc.links import waitlist_token
 from events_svc.verbs.audit import write_audit
 from events_svc.verbs.common import clamp_limit, decode_cursor, in_zone, page
 from events_svc.verbs.fence import get_event_row
-from events_svc.verbs.public import PUBLIC_INTAKE, intake_event, tickets_token
+from events_svc.verbs.public import PUBLIC_INTAKE, check_admitted, intake_key, tickets_token
 from events_svc.verbs.registrations import assess_queue_place
 from events_svc.verbs.waitlist.records import (
     entry_view,
@@ -45,17 +45,39 @@ from events_svc.verbs.waitlist.records import (
     position_of,
     read_entry,
 )
-from events_svc.verbs.waitlist.settings import read_settings
 
 WAKE = "SELECT pg_notify('event_waitlist_due', $1::text)"
-_SHARE_EVENT = "SELECT 1 FROM event.events WHERE id = $1 FOR SHARE"
 MAX_SEATS_WITHOUT_TICKET = 10
 _INSERT = """
-INSERT INTO event.waitlist_entry AS w (event_id, company_id, event_ticket_id, event_slot_id,
-    seats, name, email, phone)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-ON CONFLICT DO NOTHING  -- the one live entry per person and scope (waitlist_entry_once_idx)
-RETURNING w.*
+WITH ins AS (
+    INSERT INTO event.waitlist_entry AS w (event_id, company_id, event_ticket_id,
+        event_slot_id, seats, name, email, phone)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+    ON CONFLICT DO NOTHING  -- one live entry per person and scope (waitlist_entry_once_idx)
+    RETURNING w.*
+), audit AS (
+    INSERT INTO event.event_audit_log
+        (actor_id, actor_kind, company_id, verb, object_kind, object_id, event_id, summary)
+    SELECT $9, $10, NULL, 'waitlist_joined', 'waitlist_entry', ins.id, ins.event_id,
+        jsonb_build_object('seats', ins.seats)
+    FROM ins
+)
+SELECT ins.*, 1 + (  -- the entries of its scope ahead of it in the queue
+    SELECT count(*) FROM event.waitlist_entry o
+    WHERE o.event_id = ins.event_id AND o.status = 'waiting'
+      AND o.event_ticket_id IS NOT DISTINCT FROM ins.event_ticket_id
+      AND o.event_slot_id IS NOT DISTINCT FROM ins.event_slot_id
+      AND (o.created_at, o.id) < (ins.created_at, ins.id)) AS position
+FROM ins
+"""
+# the intake's door, the seat fields and the list's switch, in one read under a share lock
+_SHARE_EVENT = """
+SELECT e.id, e.company_id, e.seats_limited, e.seats_max, e.is_multi_slots,
+    e.kanban_state::text AS kanban_state, e.active, e.date_end, e.is_published,
+    e.date_publish, coalesce(s.enabled, false) AS waitlist_enabled
+FROM event.events e LEFT JOIN event.waitlist_settings s ON s.event_id = e.id
+WHERE e.id = $1
+FOR SHARE OF e
 """
 
 
@@ -68,55 +90,47 @@ async def join(
 ) -> tuple[dict[str, Any], str]:
     """A place in the queue of the request's scope: (the entry with its position, its
     status capability)."""
-    event_id = await intake_event(pool, codec, key, now)
+    event_id, by_capability = intake_key(codec, key, now)
     slot_id, ticket_id = request.get("event_slot_id"), request.get("event_ticket_id")
     seats = int(request.get("seats") or 1)
     async with transaction(pool) as conn:
         # shared: joins run side by side, but a write that frees seats (which locks the event
         # row for update) runs before or after a join, never across it, so either that write
         # sees this entry waiting and wakes the pass, or this join sees the free seat
-        await conn.execute(_SHARE_EVENT, event_id)
-        if not (await read_settings(conn, event_id))["enabled"]:
+        event = await conn.fetchrow(_SHARE_EVENT, event_id)
+        check_admitted(event, by_capability, now)
+        assert event is not None
+        if not event["waitlist_enabled"]:
             raise errors.WaitlistDisabled()
         place = await assess_queue_place(
             conn,
-            PUBLIC_INTAKE,
-            event_id,
+            dict(event),
             slot_id=slot_id,
             ticket_id=ticket_id,
             seats=seats,
             now=now,
             default_cap=MAX_SEATS_WITHOUT_TICKET,
         )
-        if place.fits and place.waiting == 0:
+        if place.fits and not place.waiting:
             raise errors.WaitlistNotNeeded()
         row = await conn.fetchrow(
             _INSERT,
             event_id,
-            place.event["company_id"],
+            event["company_id"],
             ticket_id,
             slot_id,
             seats,
             request["name"],
             request["email"],
             request.get("phone") or "",
+            PUBLIC_INTAKE.id,
+            PUBLIC_INTAKE.kind,
         )
         if row is None:
             raise errors.WaitlistAlreadyJoined()
-        entry = dict(row)
-        entry["position"] = await position_of(conn, entry)
-        await write_audit(
-            conn,
-            PUBLIC_INTAKE,
-            "waitlist_joined",
-            "waitlist_entry",
-            entry["id"],
-            event_id=event_id,
-            summary={"seats": seats},
-        )
-        if place.fits:  # seats are free while others wait: the pass serves the queue now
+        if place.free:  # seats are free while others wait: the pass serves the queue now
             await conn.execute(WAKE, str(event_id))
-    return entry, waitlist_token(codec, entry["id"], event_id)
+    return dict(row), waitlist_token(codec, row["id"], event_id)
 
 
 def open_link(codec: CapabilityCodec, token: str, now: datetime) -> tuple[UUID, UUID]:

@@ -74,7 +74,8 @@ FOR NO KEY UPDATE SKIP LOCKED  -- one process serves an event at a time
 """
 _EVENT = """
 SELECT id, name, date_begin, date_end, date_tz, location, event_url, organizer_id,
-    company_id, kanban_state::text AS kanban_state, active
+    company_id, kanban_state::text AS kanban_state, active, seats_limited, seats_max,
+    is_multi_slots
 FROM event.events WHERE id = $1
 """
 _DUE = """
@@ -362,22 +363,23 @@ def _open_for_offers(event: dict[str, Any], now: datetime) -> bool:
 async def _worth_serving(conn: Connection, event_id: UUID, now: datetime) -> bool:
     """Whether the smallest waiting entry of some scope would fit now (read without locks:
     the pass takes the event lock only when it may offer something)."""
+    event = await conn.fetchrow(_EVENT, event_id)
+    if event is None or not _open_for_offers(dict(event), now):
+        return False
     for scope in await conn.fetch(_SCOPES_WAITING, event_id):
         try:
             place = await assess_queue_place(
                 conn,
-                WAITLIST_ACTOR,
-                event_id,
+                dict(event),
                 slot_id=scope["event_slot_id"],
                 ticket_id=scope["event_ticket_id"],
                 seats=int(scope["seats"]),
                 now=now,
                 default_cap=30,
-                behind_queue=False,
             )
         except errors.DomainError:
             continue  # a closed sale window, a cancelled event: nothing to offer there
-        if place.fits:
+        if place.free:
             return True
     return False
 
