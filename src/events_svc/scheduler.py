@@ -131,6 +131,18 @@ class SchedulerLoop:
     async def run_once(self) -> RunSummary:
         """One pass (and the sweep when it is due)."""
         now = self.clock()
+        # first, the waiting list's offers (freed seats to the queue, expired offers
+        # released): a failing pass after it cannot hold a freed seat back
+        offers = await run_offer_pass(
+            self.pool(),
+            self.ports,
+            offer_options(self.settings),
+            now,
+            stopping=self.stopping.is_set,
+        )
+        if self.metrics is not None:
+            self.metrics.waitlist_offers.labels("offered").inc(offers.offered)
+            self.metrics.waitlist_offers.labels("expired").inc(offers.expired)
         summary = await run_mail_pass(
             self.pool(), self.ports, pass_options(self.settings), now, stopping=self.stopping.is_set
         )
@@ -160,21 +172,8 @@ class SchedulerLoop:
             now,
             stopping=self.stopping.is_set,
         )
-        summary.more = summary.more or operations.more
-        summary.advanced += operations.batches
-        # the waiting list's offers: freed seats to the queue, expired offers released
-        offers = await run_offer_pass(
-            self.pool(),
-            self.ports,
-            offer_options(self.settings),
-            now,
-            stopping=self.stopping.is_set,
-        )
-        summary.more = summary.more or offers.more
-        summary.advanced += offers.offered + offers.expired
-        if self.metrics is not None:
-            self.metrics.waitlist_offers.labels("offered").inc(offers.offered)
-            self.metrics.waitlist_offers.labels("expired").inc(offers.expired)
+        summary.more = summary.more or operations.more or offers.more
+        summary.advanced += operations.batches + offers.offered + offers.expired + offers.closed
         if self.settings.trigger_dispatch:  # the optional dispatcher: triggers into mail
             dispatched = await run_dispatch_pass(
                 self.pool(),

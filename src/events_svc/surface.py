@@ -124,7 +124,9 @@ class EventSurface:
         """Delete the scheduler and type lines of a deleted (kind, template) pair (what
         `DELETE /admin/templates/{id}` runs), within the surface actor's company fence:
         a company actor's call deletes only its events' lines (and never the platform's
-        trigger mapping); {mails_deleted, type_lines_deleted, trigger_purposes_unmapped}.
+        trigger mapping), and unsets the waiting-list offer template of its events;
+        {mails_deleted, type_lines_deleted, trigger_purposes_unmapped,
+        waitlist_offer_templates_unset}.
         A host whose renderer keeps templates per company should also implement
         `ports.TemplateCompanies`, so that lines may name only their company's
         templates."""

@@ -206,7 +206,12 @@ async def test_routes_templates_runs_and_outbox(api: Api, admin: httpx.AsyncClie
     assert (await admin.get(f"/admin/templates/{tpl}")).json()["body"].startswith("Hello")
     assert len((await admin.get("/admin/templates")).json()["items"]) == 1
     gone = (await admin.delete(f"/admin/templates/{tpl}")).json()
-    assert gone == {"mails_deleted": 1, "type_lines_deleted": 0, "trigger_purposes_unmapped": []}
+    assert gone == {
+        "mails_deleted": 1,
+        "type_lines_deleted": 0,
+        "trigger_purposes_unmapped": [],
+        "waitlist_offer_templates_unset": 0,
+    }
     assert (await admin.get(f"/admin/mails/{m['id']}")).status_code == 404
     r = await admin.post(
         "/admin/mails",

@@ -130,6 +130,7 @@ class TemplateDeleted(View):
     mails_deleted: int
     type_lines_deleted: int
     trigger_purposes_unmapped: list[str]  # the dispatcher's purposes that mapped to it
+    waitlist_offer_templates_unset: int = 0  # events whose offers now use the built-in text
 
 
 DeliveryState = Literal["queued", "sending", "sent", "retrying", "failed"]

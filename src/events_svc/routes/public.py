@@ -47,7 +47,7 @@ def secret_set(ctx: ServiceContext) -> None:
         raise errors.CapabilitySecretNotConfigured()
 
 
-def _event_key(key: str) -> UUID | None:
+def event_key(key: str) -> UUID | None:
     """The event id of an intake by event id (parsed as the verb parses it); None for a
     capability."""
     try:
@@ -62,7 +62,7 @@ async def _guard_intake(request: Request) -> None:
     ctx = service_context(request)
     key = str(request.path_params.get("event_id_or_capability", ""))
     if ctx.throttle is not None:
-        if _event_key(key) is not None:
+        if event_key(key) is not None:
             await ctx.throttle.check_client(request, "intake")
         else:
             await ctx.throttle.check_link(request, "intake", key)
@@ -220,7 +220,7 @@ async def public_intake(
     The client and link windows have counted (`GuardedIntakeRoute`); the email windows
     and, by event id, the event's ceiling are tested before the verb and count only
     what it accepted."""
-    by_id = _event_key(event_id_or_capability)
+    by_id = event_key(event_id_or_capability)
     emails = [a.email for a in body.attendees]
     if ctx.throttle is not None:
         await ctx.throttle.admit_emails(emails)

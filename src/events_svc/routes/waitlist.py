@@ -34,7 +34,7 @@ from events_svc.models import (
     WaitlistStatusView,
 )
 from events_svc.routes.deps import Ctx, Cursor, Limit, PiiMode, answer, pii_full, require
-from events_svc.routes.public import GuardedIntakeRoute, secret_set, wants_page
+from events_svc.routes.public import GuardedIntakeRoute, event_key, secret_set, wants_page
 from events_svc.routes.tickets_page import PAGE_POLICY
 from events_svc.scheduler import offer_options
 from events_svc.verbs import waitlist as verbs
@@ -64,7 +64,7 @@ _WORDS = {
     "accepted": "You accepted the offer: your tickets are ready.",
     "declined": "You left the waiting list.",
     "expired": "The offer ran out: its seats went to the next person in the queue.",
-    "removed": "The organiser took this entry off the waiting list.",
+    "removed": "This entry was taken off the waiting list.",
 }
 
 
@@ -84,14 +84,18 @@ async def join_waitlist(
     ctx: Ctx, request: Request, event_id_or_capability: str, body: WaitlistJoin
 ) -> Response:
     """A place in the queue of the request's event, ticket and slot, with its link
-    (`status_url`). Throttled like the intake (client or link, then the email)."""
+    (`status_url`). Throttled like the intake: the client or link window, then the
+    email's, and by event id the event's ceiling (a join counts as one registration)."""
+    by_id = event_key(event_id_or_capability)
     if ctx.throttle is not None:
         await ctx.throttle.admit_emails([body.email])
+        if by_id is not None:  # the event's ceiling counts a join like a registration
+            await ctx.throttle.admit_event_intake(by_id, 1)
     entry, token = await verbs.join(
         ctx.db(), ctx.codec, event_id_or_capability, body.model_dump(), ctx.clock()
     )
     if ctx.throttle is not None:
-        await ctx.throttle.count_accepted([body.email], None, 0)
+        await ctx.throttle.count_accepted([body.email], by_id, 1)
     joined = {
         "waitlist_entry_id": entry["id"],
         "status": entry["status"],

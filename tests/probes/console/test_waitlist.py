@@ -38,10 +38,10 @@ def settings(db_url: str) -> Settings:
 async def full_event(
     admin: httpx.AsyncClient, public: httpx.AsyncClient, *people: tuple[str, str, int]
 ) -> tuple[dict[str, Any], list[str], list[str]]:
-    """A published event of one seat, taken, with its list on and `people` (name, email,
+    """A published event of two seats, taken, with its list on and `people` (name, email,
     seats) joined in that order: (the event, the registration ids, the entry ids)."""
-    event = await listed_event(admin, 1)
-    taken = await fill(public, event["id"], 1)
+    event = await listed_event(admin, 2)
+    taken = await fill(public, event["id"], 2)
     ids = []
     for name, email, seats in people:
         ids.append(

@@ -161,11 +161,13 @@ async def test_one_cascade_verb_removes_the_lines_of_either_kind(api: Api, admin
         "mails_deleted": 0,
         "type_lines_deleted": 0,
         "trigger_purposes_unmapped": [],
+        "waitlist_offer_templates_unset": 0,
     }  # kind-discriminated: the mail template's lines stay
     assert await surface.on_template_deleted("mail", uuid.UUID(mail)) == {
         "mails_deleted": 1,
         "type_lines_deleted": 1,
         "trigger_purposes_unmapped": [],
+        "waitlist_offer_templates_unset": 0,
     }
     assert await remaining() == [] and await type_lines() == []
     async with api.pool.acquire() as conn:

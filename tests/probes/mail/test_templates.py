@@ -262,6 +262,7 @@ async def test_deleting_a_template_touches_only_what_the_actor_sees(api: Api, ad
             "mails_deleted": 1,
             "type_lines_deleted": 0,
             "trigger_purposes_unmapped": [],
+            "waitlist_offer_templates_unset": 0,
         }
     left = await mail_lines(api)
     assert [str(m["event_id"]) for m in left] == [theirs["id"]]  # B's line is B's business

@@ -16,7 +16,16 @@ import pytest
 
 from events_svc.capabilities import MY_TICKETS, WAITLIST, CapabilityCodec
 from events_svc.settings import Settings
-from tests.probes.helpers import BASE, Api, add_slot, add_ticket, company_client, make_event
+from tests.probes.helpers import (
+    BASE,
+    Api,
+    add_slot,
+    add_ticket,
+    company_client,
+    make_event,
+    preview,
+    start,
+)
 from tests.probes.waitlist.kit import (
     SECRET,
     cancel,
@@ -66,7 +75,7 @@ async def test_joining_refusals_follow_the_contract(
     again = await join(public, eid, "ANN@example.org")  # the same address, any case
     assert (again.status_code, again.json()["error"]["code"]) == (409, "waitlist_already_joined")
     assert "ann" not in again.text.lower()
-    second = await joined(public, eid, "bob@example.org", seats=3)
+    second = await joined(public, eid, "bob@example.org", seats=2)
     assert second["position"] == 2
     # the intake's allowlist and bounds
     for body, code in (
@@ -105,7 +114,7 @@ async def test_joining_refusals_follow_the_contract(
 async def test_a_ticket_and_slot_scope_is_checked_as_the_intake_checks_it(
     admin: httpx.AsyncClient, public: httpx.AsyncClient
 ) -> None:
-    event = await listed_event(admin, 1, is_multi_slots=True)
+    event = await listed_event(admin, 2, is_multi_slots=True)
     eid = event["id"]
     slot = await add_slot(admin, eid)
     ticket = await add_ticket(admin, eid, name="Standard", limit_max_per_order=2)
@@ -116,7 +125,7 @@ async def test_a_ticket_and_slot_scope_is_checked_as_the_intake_checks_it(
     scope = {"event_slot_id": slot["id"], "event_ticket_id": ticket["id"]}
     r = await join(public, eid, "s@example.org", **scope)
     assert (r.status_code, r.json()["error"]["code"]) == (409, "waitlist_not_needed")
-    r = await register(public, eid, "taker@example.org", **scope)
+    r = await register(public, eid, "taker@example.org", n=2, **scope)
     assert r.status_code == 201, r.text
     r = await join(public, eid, "s@example.org", seats=3, **scope)
     assert (r.status_code, r.json()["error"]["code"]) == (422, "per_order_cap_exceeded")
@@ -735,3 +744,213 @@ async def test_the_pass_is_due_within_a_minute_while_anyone_waits(
     await fill(public, event["id"], 1)
     await joined(public, event["id"], "due@example.org")
     assert await next_offer_due(pool, now) == now + timedelta(minutes=1)
+
+
+# --- what the review of the first version found ---------------------------------------------
+
+
+async def test_a_join_for_more_seats_than_a_cap_could_ever_hold_is_refused(
+    admin: httpx.AsyncClient, public: httpx.AsyncClient
+) -> None:
+    event = await listed_event(admin, 5)
+    await fill(public, event["id"], 5)
+    r = await join(public, event["id"], "big@example.org", seats=6)
+    assert r.status_code == 422
+    error = r.json()["error"]
+    assert (error["code"], error["field"], error["maximum"]) == (
+        "per_order_cap_exceeded",
+        "seats",
+        5,
+    )
+    assert (await join(public, event["id"], "fits@example.org", seats=5)).status_code == 201
+
+
+async def test_waiters_of_a_full_ticket_do_not_hold_back_another_ticket(
+    admin: httpx.AsyncClient, public: httpx.AsyncClient, pool: asyncpg.Pool
+) -> None:
+    event = await listed_event(admin, 10)
+    eid = event["id"]
+    a = await add_ticket(admin, eid, name="A", seats_max=2)
+    b = await add_ticket(admin, eid, name="B")
+    for i in range(2):
+        r = await register(public, eid, f"a{i}@example.org", event_ticket_id=a["id"])
+        assert r.status_code == 201, r.text
+    await joined(public, eid, "wants-a@example.org", event_ticket_id=a["id"])
+    # ticket B has 8 seats and nobody waits for them: register instead
+    r = await join(public, eid, "b@example.org", event_ticket_id=b["id"])
+    assert (r.status_code, r.json()["error"]["code"]) == (409, "waitlist_not_needed")
+    for i in range(8):  # A's waiter waits for A: B's intake takes every seat left
+        r = await register(public, eid, f"b{i}@example.org", event_ticket_id=b["id"])
+        assert r.status_code == 201, r.text
+    assert await seats_taken(pool, eid) == 10
+    # a waiter of A whose ticket has room holds its seat against B's intake
+    listed = await listed_event(admin, 3)
+    lid = listed["id"]
+    a2 = await add_ticket(admin, lid, name="A", seats_max=2)
+    b2 = await add_ticket(admin, lid, name="B")
+    taken = [
+        (await register(public, lid, f"x{i}@example.org", event_ticket_id=b2["id"])).json()
+        for i in range(3)
+    ]
+    await joined(public, lid, "wants-a2@example.org", event_ticket_id=a2["id"])
+    await cancel(admin, taken[0]["registration_id"])
+    r = await register(public, lid, "late-b@example.org", event_ticket_id=b2["id"])
+    assert (r.status_code, r.json()["error"]["code"]) == (409, "event_seats_exhausted")
+    assert (await offer_pass(admin))["offers_made"] == 1
+
+
+async def test_a_cancelled_event_closes_its_list_and_releases_its_offers(
+    admin: httpx.AsyncClient, public: httpx.AsyncClient, pool: asyncpg.Pool
+) -> None:
+    event = await listed_event(admin, 1)
+    eid = event["id"]
+    (rid,) = await fill(public, eid, 1)
+    offered = await joined(public, eid, "o@example.org")
+    waiting = await joined(public, eid, "w@example.org")
+    await cancel(admin, rid)
+    await offer_pass(admin)
+    operation = await preview(admin, eid, "cancellation")  # the event is cancelled
+    await start(admin, operation)  # no attendee yet (the offer is a draft): done at once
+    await offer_pass(admin)
+    assert [row["status"] for row in await entries(pool, eid)] == ["removed", "removed"]
+    assert (await status_of(public, offered))["status"] == "removed"
+    assert (await status_of(public, waiting))["status"] == "removed"
+    assert await seats_taken(pool, eid) == 0
+    reason = await pool.fetchval(
+        "SELECT summary->>'reason' FROM event.event_audit_log WHERE verb = 'registration_cancelled'"
+        " AND event_id = $1 ORDER BY at DESC LIMIT 1",
+        uuid.UUID(eid),
+    )
+    assert reason == "waitlist_event_closed"
+
+
+async def test_accepting_an_offer_whose_seats_were_withdrawn_is_refused(
+    admin: httpx.AsyncClient, public: httpx.AsyncClient, pool: asyncpg.Pool
+) -> None:
+    event = await listed_event(admin, 1)
+    (rid,) = await fill(public, event["id"], 1)
+    entry = await joined(public, event["id"], "w@example.org")
+    await cancel(admin, rid)
+    await offer_pass(admin)
+    (row,) = await entries(pool, event["id"])
+    await cancel(admin, str(row["registration_ids"][0]))  # an operator withdraws the seat
+    r = await public.post(link(entry["status_url"]) + "/accept")
+    assert (r.status_code, r.json()["error"]["code"]) == (409, "waitlist_not_offered")
+
+
+async def test_a_hold_that_ended_stops_counting_before_the_pass_sweeps_it(
+    admin: httpx.AsyncClient, public: httpx.AsyncClient, pool: asyncpg.Pool
+) -> None:
+    event = await listed_event(admin, 1)
+    eid = event["id"]
+    (rid,) = await fill(public, eid, 1)
+    entry = await joined(public, eid, "w@example.org")
+    await cancel(admin, rid)
+    await offer_pass(admin)
+    assert (await seat_view(admin, eid))["held"] == 1
+    (row,) = await entries(pool, eid)
+    await run_out(pool, row["id"])
+    await pool.execute(
+        "UPDATE event.registrations SET hold_expires_at = clock_timestamp() - interval '1 minute'"
+        " WHERE id = ANY($1::uuid[])",
+        row["registration_ids"],
+    )
+    view = await seat_view(admin, eid)
+    assert (view["held"], view["available"]) == (0, 1)
+    r = await register(public, eid, "walk-in@example.org")  # nobody waits: the seat is free
+    assert r.status_code == 201, r.text
+    r = await public.post(link(entry["status_url"]) + "/accept")
+    assert (r.status_code, r.json()["error"]["code"]) == (410, "waitlist_offer_expired")
+    assert (await offer_pass(admin))["offers_expired"] == 1
+    assert await seats_taken(pool, eid) == 1
+
+
+async def test_an_offer_never_outlasts_its_tickets_sale(
+    admin: httpx.AsyncClient, public: httpx.AsyncClient, pool: asyncpg.Pool
+) -> None:
+    from datetime import UTC, datetime
+
+    end = (datetime.now(UTC) + timedelta(hours=3)).replace(microsecond=0)
+    event = await listed_event(admin, 1)
+    eid = event["id"]
+    ticket = await add_ticket(admin, eid, name="Std", end_sale_datetime=end.isoformat())
+    r = await register(public, eid, "t@example.org", event_ticket_id=ticket["id"])
+    assert r.status_code == 201, r.text
+    await joined(public, eid, "w@example.org", event_ticket_id=ticket["id"])
+    await cancel(admin, r.json()["registration_id"])
+    await offer_pass(admin)
+    (row,) = await entries(pool, eid)
+    assert row["status"] == "offered" and row["offer_expires_at"] == end
+
+
+async def test_one_failing_event_does_not_stop_the_pass_for_the_others(
+    admin: httpx.AsyncClient, public: httpx.AsyncClient, pool: asyncpg.Pool, settings: Settings
+) -> None:
+    from datetime import UTC, datetime
+
+    from events_svc.scheduler import offer_options
+    from events_svc.verbs.waitlist import run_offer_pass
+    from tests.probes.helpers import ports
+
+    held, served = await listed_event(admin, 1), await listed_event(admin, 1)
+    for event in (held, served):
+        (rid,) = await fill(public, event["id"], 1)
+        await joined(public, event["id"], f"w-{event['id'][:6]}@example.org")
+        await cancel(admin, rid)
+    assert settings.database_url
+    blocker = await asyncpg.connect(settings.database_url)
+    try:
+        async with blocker.transaction():  # holds one event's row past the lock timeout
+            await blocker.execute(
+                "SELECT 1 FROM event.events WHERE id = $1 FOR UPDATE", uuid.UUID(held["id"])
+            )
+            summary = await run_offer_pass(
+                pool, ports(pool), offer_options(settings), datetime.now(UTC)
+            )
+    finally:
+        await blocker.close()
+    assert (summary.failed, summary.offered) == (1, 1)
+    assert [r["status"] for r in await entries(pool, served["id"])] == ["offered"]
+    assert [r["status"] for r in await entries(pool, held["id"])] == ["waiting"]
+
+
+async def test_deleting_the_offer_template_falls_back_to_the_built_in_text(
+    admin: httpx.AsyncClient,
+) -> None:
+    tpl = await admin.post("/admin/templates", json={"name": "O", "subject": "S", "body": "B"})
+    event = await listed_event(admin, 1)
+    r = await admin.put(
+        f"/admin/events/{event['id']}/waitlist-settings",
+        json={"enabled": True, "offer_template_id": tpl.json()["id"]},
+    )
+    assert r.status_code == 200
+    gone = await admin.delete(f"/admin/templates/{tpl.json()['id']}")
+    assert gone.status_code == 200 and gone.json()["waitlist_offer_templates_unset"] == 1
+    r = await admin.get(f"/admin/events/{event['id']}/waitlist-settings")
+    assert r.json()["offer_template_id"] is None and r.json()["enabled"] is True
+
+
+async def test_joins_count_in_the_email_window_like_registrations(
+    db_url: str, settings: Settings, pool: asyncpg.Pool
+) -> None:
+    from events_svc import create_app
+
+    tight = dataclasses.replace(settings, rate_limit_email="2/hour")
+    app = create_app(tight, warm=False)
+    async with app.router.lifespan_context(app):
+        api = Api(app, pool)
+        async with (
+            httpx.AsyncClient(
+                transport=httpx.ASGITransport(app=app), base_url=BASE, headers=await api.token("*")
+            ) as admin,
+            httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE) as public,
+        ):
+            event = await listed_event(admin, 1)
+            tickets = [(await add_ticket(admin, event["id"], name=f"T{i}"))["id"] for i in range(3)]
+            await admin.post("/admin/registrations", json={"event_id": event["id"], "name": "X"})
+            codes = [
+                (await join(public, event["id"], "same@example.org", event_ticket_id=t)).status_code
+                for t in tickets
+            ]
+        await api.client.aclose()
+    assert codes == [201, 201, 429]

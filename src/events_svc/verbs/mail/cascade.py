@@ -1,7 +1,8 @@
 """The ONE template cascade verb, for both channels: when a template of the store is
 deleted, the scheduler lines and type lines of that (kind, template) pair go with it, and
 so does a trigger purpose's mapping to it (the dispatcher then parks that purpose as
-unmapped until another template is mapped).
+unmapped until another template is mapped), and an event's waiting-list offer template
+(its offers are then sent with the built-in text).
 
 No foreign key can cross the template store's boundary (a host may keep its templates
 elsewhere), so the cascade is a verb the template side calls: `DELETE
@@ -48,6 +49,12 @@ WITH gone AS (
     WHERE template_id = $2 AND $1::event.template_kind = 'mail'
       AND $5::uuid IS NULL  -- the mapping is the platform's: a company actor never sees it
     RETURNING purpose
+), offers AS (
+    UPDATE event.waitlist_settings s SET offer_template_id = NULL  -- the built-in text then
+    FROM event.events e
+    WHERE e.id = s.event_id AND s.offer_template_id = $2
+      AND $1::event.template_kind = 'mail' AND event.visible_to(e.company_id, $5)
+    RETURNING s.event_id
 ), audit AS (
     INSERT INTO event.event_audit_log
         (actor_id, actor_kind, company_id, verb, object_kind, object_id, event_id, summary)
@@ -56,7 +63,8 @@ WITH gone AS (
     FROM gone
 )
 SELECT (SELECT count(*) FROM gone) AS mails, (SELECT count(*) FROM typed) AS type_lines,
-    (SELECT coalesce(array_agg(purpose::text ORDER BY purpose), '{}') FROM mapped) AS purposes
+    (SELECT coalesce(array_agg(purpose::text ORDER BY purpose), '{}') FROM mapped) AS purposes,
+    (SELECT count(*) FROM offers) AS offers
 """
 
 
@@ -69,6 +77,7 @@ async def cascade_in(conn: Connection, actor: Actor, kind: Channel, ref: UUID) -
         "mails_deleted": int(row["mails"]),
         "type_lines_deleted": int(row["type_lines"]),
         "trigger_purposes_unmapped": list(row["purposes"]),
+        "waitlist_offer_templates_unset": int(row["offers"]),
     }
     await write_audit(
         conn,

@@ -128,10 +128,16 @@ WHERE event_slot_id = $1 AND event_ticket_id = $2
 """
 
 
+# The entries waiting in an event that could be served: their ticket still sells, and no
+# more seats than its per-order cap (grouped by size: a handful of rows whatever the list)
 _WAITING = """
-SELECT event_ticket_id, event_slot_id, sum(seats)::int AS seats
-FROM event.waitlist_entry WHERE event_id = $1 AND status = 'waiting'
-GROUP BY event_ticket_id, event_slot_id
+SELECT w.event_ticket_id, w.event_slot_id, w.seats, count(*)::int AS n,
+    t.seats_max AS ticket_cap
+FROM event.waitlist_entry w LEFT JOIN event.tickets t ON t.id = w.event_ticket_id
+WHERE w.event_id = $1 AND w.status = 'waiting'
+  AND (t.id IS NULL OR ((t.end_sale_datetime IS NULL OR t.end_sale_datetime > now())
+       AND (t.limit_max_per_order <= 0 OR w.seats <= t.limit_max_per_order)))
+GROUP BY w.event_ticket_id, w.event_slot_id, w.seats, t.seats_max
 """
 Key = tuple[str, UUID, UUID | None]  # (scope, scope id, slot of a slot-ticket scope)
 
@@ -188,19 +194,57 @@ class SeatLedger:
             keys.append(key)
         return keys
 
+    async def _count(self, key: Key, sql: str) -> int:
+        """The seats taken in one scope: counted once under the locks, then kept running."""
+        if key not in self._taken:
+            scope_id, slot = key[1], key[2]
+            args = (slot, scope_id) if slot is not None else (scope_id,)
+            self._taken[key] = int(await self._conn.fetchval(sql, *args))
+        return self._taken[key]
+
     async def queued(self) -> Counter[Key]:
-        """The seats of the entries waiting in each scope (read once per transaction)."""
+        """The seats set aside for the waiting list in each scope (read once per
+        transaction). An entry's seats are set aside in every scope it takes a seat in,
+        while it could be served: not above the event's cap, its ticket still selling, and
+        only as many as its ticket has room for (entries of a full ticket wait for that
+        ticket, not for the seats of others)."""
         if self._queued is None:
             self._queued = Counter()
+            cap = event_cap(self._event)
+            groups: dict[tuple[UUID | None, UUID | None], list[Any]] = {}
             for row in await self._conn.fetch(_WAITING, self._event["id"]):
-                for key in self._keys(row["event_slot_id"], row["event_ticket_id"]):
-                    self._queued[key] += int(row["seats"])
+                if cap <= 0 or row["seats"] <= cap:
+                    groups.setdefault((row["event_ticket_id"], row["event_slot_id"]), []).append(
+                        row
+                    )
+            for (ticket_id, slot_id), rows in groups.items():
+                room: int | None = None
+                ticket_cap = int(rows[0]["ticket_cap"] or 0)
+                if ticket_id is not None and ticket_cap > 0:
+                    ticket = {"id": ticket_id, "seats_max": ticket_cap}
+                    scope, sid, slot, t_cap, sql = self._scopes(slot_id, ticket)[-1]
+                    room = max(t_cap - await self._count((scope, sid, slot), sql), 0)
+                seats = sum(
+                    int(r["seats"]) * int(r["n"])
+                    for r in rows
+                    if room is None or r["seats"] <= room
+                )
+                aside = seats if room is None else min(seats, room)
+                for key in self._keys(slot_id, ticket_id):
+                    self._queued[key] += aside
         return self._queued
 
     async def waiting_for(self, slot_id: UUID | None, ticket: dict[str, Any] | None) -> int:
-        """The seats waiting in the limited scopes a request of this slot and ticket takes."""
+        """The seats set aside for the waiting list in the limited scopes a request of this
+        slot and ticket takes."""
         queued = await self.queued()
         return sum(queued[(s, sid, slot)] for s, sid, slot, _, _ in self._scopes(slot_id, ticket))
+
+    def smallest_cap(self, slot_id: UUID | None, ticket: dict[str, Any] | None) -> int | None:
+        """The smallest cap of the limited scopes a registration of this slot and ticket
+        takes a seat in (None: all unlimited): no request may ever want more."""
+        caps = [cap for _, _, _, cap, _ in self._scopes(slot_id, ticket)]
+        return min(caps) if caps else None
 
     async def take(
         self,
@@ -219,10 +263,7 @@ class SeatLedger:
         queued = await self.queued() if behind_queue and scopes else Counter[Key]()
         for scope, scope_id, slot, cap, sql in scopes:
             key = (scope, scope_id, slot)
-            if key not in self._taken:
-                args = (slot, scope_id) if slot is not None else (scope_id,)
-                self._taken[key] = int(await self._conn.fetchval(sql, *args))
-            taken = self._taken[key] + queued[key]
+            taken = await self._count(key, sql) + queued[key]
             if taken + wanted > cap:
                 available = max(cap - taken, 0)
                 raise errors.SeatsExhausted(

@@ -42,12 +42,13 @@ OfficerTarget = Literal["open", "draft", "done"]  # cancel needs a reason: corre
 Origin = Literal["sale", "officer", "waitlist"]
 
 # whether a change makes a row hold a seat, or become one the scheduler mails: the two
-# rules asked of their one definition
+# rules asked of their one definition (the row as it is, read at the clock after the locks:
+# a hold that ended while this waited for them is a seat to take again, never one held)
 _ENTERING = """
 SELECT event.holds_seat_at($5::event.registration_state, $6, $7::event.sale_status,
            $8::timestamptz, now())
        AND NOT event.holds_seat_at($1::event.registration_state, $2, $3::event.sale_status,
-           $4::timestamptz, now())
+           $4::timestamptz, clock_timestamp())
        AS takes_seat,
        event.gets_mail($5::event.registration_state, $6)
        AND NOT event.gets_mail($1::event.registration_state, $2) AS gets_mail

@@ -244,9 +244,11 @@ def _refusals(
     now: datetime,
     size: int,
     default_cap: int = MAX_GROUP,
+    size_field: str | None = None,
 ) -> dict[str, Any] | None:
     """A request's refusals in the verb's fixed order (slot, ticket, cancelled event, sale
-    window, per-order cap); answers its ticket row."""
+    window, per-order cap: named `size_field` when the size is a field of the body);
+    answers its ticket row."""
     event = scope.event
     if event["is_multi_slots"] and slot_id is None:
         raise errors.SlotRequired(field="event_slot_id")
@@ -268,7 +270,8 @@ def _refusals(
         if ticket["limit_max_per_order"] > 0:
             cap = ticket["limit_max_per_order"]
     if size > cap:
-        raise errors.PerOrderCapExceeded(maximum=cap, requested=size)
+        named: dict[str, Any] = {"field": size_field} if size_field else {}
+        raise errors.PerOrderCapExceeded(maximum=cap, requested=size, **named)
     return ticket
 
 
@@ -314,7 +317,15 @@ async def assess_queue_place(
     what this reads never costs a seat. The queue is read only when seats are free."""
     scope = _Scope(conn, event)
     await scope.read(slot_id, ticket_id)
-    ticket = _refusals(scope, slot_id, ticket_id, now, seats, default_cap)
+    ticket = _refusals(scope, slot_id, ticket_id, now, seats, default_cap, "seats")
+    largest = scope.ledger.smallest_cap(slot_id, ticket)
+    if largest is not None and seats > largest:  # could never be offered: refused now
+        raise errors.PerOrderCapExceeded(
+            f"At most {largest} seat(s) can ever be held here.",
+            maximum=largest,
+            requested=seats,
+            field="seats",
+        )
     try:
         await scope.ledger.take(slot_id, ticket, seats, keep=False)
     except errors.SeatsExhausted:

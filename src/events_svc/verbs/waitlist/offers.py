@@ -40,6 +40,7 @@ from events_svc import errors
 from events_svc.actors import Actor
 from events_svc.capabilities import CapabilityCodec
 from events_svc.db import Connection, Pool, connection, must, transaction
+from events_svc.diagnostics import error_fields
 from events_svc.models import AttendeeInput
 from events_svc.ports import MailRefused, OutgoingMessage, Ports, RenderRequest
 from events_svc.verbs.audit import write_audit
@@ -80,9 +81,11 @@ FROM event.events WHERE id = $1
 """
 _DUE = """
 SELECT event_id, bool_or(status = 'offered' AND offer_expires_at <= clock_timestamp()) AS expiring
-FROM event.waitlist_entry WHERE status IN ('waiting', 'offered')
-GROUP BY event_id ORDER BY event_id LIMIT $1
+FROM event.waitlist_entry
+WHERE status IN ('waiting', 'offered') AND ($1::uuid IS NULL OR event_id > $1)
+GROUP BY event_id ORDER BY event_id LIMIT $2
 """
+DUE_PAGE = 500  # events looked at per read of the pass
 _NEXT = """
 SELECT (SELECT min(offer_expires_at) FROM event.waitlist_entry WHERE status = 'offered')
         AS expiry,
@@ -93,6 +96,12 @@ _SCOPES_WAITING = """
 SELECT event_ticket_id, event_slot_id, min(seats) AS seats
 FROM event.waitlist_entry WHERE event_id = $1 AND status = 'waiting'
 GROUP BY event_ticket_id, event_slot_id
+"""
+_CLOSE_LIST = """
+UPDATE event.waitlist_entry
+SET status = 'removed', decided_at = clock_timestamp(), updated_at = clock_timestamp()
+WHERE event_id = $1 AND status IN ('waiting', 'offered')
+RETURNING id, registration_ids
 """
 _EXPIRE = """
 UPDATE event.waitlist_entry
@@ -109,11 +118,12 @@ FOR NO KEY UPDATE  -- after the event, slot and ticket rows
 """
 _OFFERED = """
 UPDATE event.waitlist_entry w
-SET status = 'offered', offered_at = $2, offer_expires_at = $3, updated_at = $2,
+SET status = 'offered', offered_at = $2, offer_expires_at = x.until, updated_at = $2,
     registration_ids = x.ids
-FROM jsonb_to_recordset($1::jsonb) AS x(id uuid, ids uuid[])
+FROM jsonb_to_recordset($1::jsonb) AS x(id uuid, ids uuid[], until timestamptz)
 WHERE w.id = x.id
 """
+_SALES_END = "SELECT id, end_sale_datetime FROM event.tickets WHERE id = ANY($1::uuid[])"
 _CLOSE = """
 UPDATE event.waitlist_entry w
 SET status = $2::event.waitlist_status, decided_at = clock_timestamp(),
@@ -145,13 +155,15 @@ class OfferSummary:
 
     offered: int = 0
     expired: int = 0
+    closed: int = 0  # entries of events that take no one any more
     events: int = 0
     skipped: int = 0  # events another process was serving
+    failed: int = 0  # events whose transaction failed (logged; served again next pass)
     more: bool = False
 
     @property
     def progressed(self) -> bool:
-        return bool(self.offered or self.expired)
+        return bool(self.offered or self.expired or self.closed)
 
 
 @dataclass
@@ -185,6 +197,25 @@ def _request(entry: dict[str, Any], hold_until: datetime, now: datetime) -> Regi
     )
 
 
+async def _deadlines(
+    conn: Connection,
+    event: dict[str, Any],
+    settings: dict[str, Any],
+    entries: list[dict[str, Any]],
+    at: datetime,
+) -> dict[UUID, datetime]:
+    """Each offer's deadline: `offer_hours` from now, but never after the event's end or
+    the end of its ticket's sale (an offer cannot outlast what it offers)."""
+    ends: dict[UUID, datetime] = {}
+    tickets = sorted({e["event_ticket_id"] for e in entries if e["event_ticket_id"]})
+    if tickets:
+        for row in await conn.fetch(_SALES_END, tickets):
+            if row["end_sale_datetime"] is not None:
+                ends[row["id"]] = row["end_sale_datetime"]
+    base = min(at + timedelta(hours=int(settings["offer_hours"])), event["date_end"])
+    return {e["id"]: min(base, ends.get(e["event_ticket_id"], base)) for e in entries}
+
+
 async def _offer(
     conn: Connection,
     ports: Ports,
@@ -202,8 +233,8 @@ async def _offer(
     if not entries:
         return served
     at: datetime = await conn.fetchval(_DB_NOW)
-    deadline = at + timedelta(hours=int(settings["offer_hours"]))
-    results = await register_batch_in(conn, [_request(e, deadline, now) for e in entries])
+    deadlines = await _deadlines(conn, event, settings, entries, at)
+    results = await register_batch_in(conn, [_request(e, deadlines[e["id"]], now) for e in entries])
     made: list[tuple[dict[str, Any], Registered]] = []
     for entry, result in zip(entries, results, strict=True):
         if isinstance(result, errors.DomainError):
@@ -213,23 +244,28 @@ async def _offer(
     if not made:
         return served
     rows = [
-        {"id": str(e["id"]), "ids": [str(r["id"]) for r in reg.registrations]} for e, reg in made
+        {
+            "id": str(e["id"]),
+            "ids": [str(r["id"]) for r in reg.registrations],
+            "until": deadlines[e["id"]].isoformat(),
+        }
+        for e, reg in made
     ]
-    await conn.execute(_OFFERED, rows, at, deadline)  # the pool's codec writes the jsonb
+    await conn.execute(_OFFERED, rows, at)  # the pool's codec writes the jsonb
     for entry, reg in made:
         entry.update(
             status="offered",
             offered_at=at,
-            offer_expires_at=deadline,
+            offer_expires_at=deadlines[entry["id"]],
             registration_ids=[r["id"] for r in reg.registrations],
         )
         served.offered.append(entry)
-    await _mail_offers(conn, ports, options, event, settings, made, sender, deadline, now)
+    await _mail_offers(conn, ports, options, event, settings, made, sender, now)
     return served
 
 
 def _builtin(
-    event: dict[str, Any], entry: dict[str, Any], links: dict[str, str], deadline: str
+    event: dict[str, Any], entry: dict[str, Any], links: dict[str, str]
 ) -> tuple[str, str]:
     """The offer mail without a template: what is held, until when, and the two links."""
     seats = entry["seats"]
@@ -237,7 +273,7 @@ def _builtin(
     lines = [
         f"Hello {entry['name']},",
         "",
-        f"{held} free for you at {event['name']}, and held for you until {deadline}.",
+        f"{held} free for you at {event['name']}, and held for you until {links['deadline']}.",
         "",
     ]
     if links["offer_url"]:
@@ -262,13 +298,11 @@ async def _mail_offers(
     settings: dict[str, Any],
     made: list[tuple[dict[str, Any], Registered]],
     sender: str,
-    deadline: datetime,
     now: datetime,
 ) -> None:
     """One mail per offer, into the outbox in the offer's transaction."""
-    tz = ZoneInfo(event["date_tz"])
-    local = in_zone(deadline, tz)
-    shown = local.strftime("%Y-%m-%d %H:%M ") + event["date_tz"]
+    zone = event["date_tz"]
+    tz = ZoneInfo(zone)
     m = {
         "event_id": event["id"],
         "event_name": event["name"],
@@ -286,7 +320,8 @@ async def _mail_offers(
             scopes[scope] = must(await conn.fetchrow(_NAMES, *scope))
         r = {**reg.registrations[0], **scopes[scope]}
         offer = options.waitlist_links(entry["id"], event["id"])
-        links.append(offer)
+        local = in_zone(entry["offer_expires_at"], tz)
+        links.append({**offer, "deadline": local.strftime("%Y-%m-%d %H:%M ") + zone})
         waitlist = {**offer, "expires_at": local, "seats": entry["seats"]}
         contexts.append(recipient_context(m, r, options.links, now, waitlist))
     texts: list[tuple[str, str]] | None = None
@@ -304,7 +339,7 @@ async def _mail_offers(
                 extra={"fields": {"event_id": str(event["id"]), "kind": str(refused.kind)}},
             )
     if texts is None:
-        texts = [_builtin(event, e, lk, shown) for (e, _), lk in zip(made, links, strict=True)]
+        texts = [_builtin(event, e, lk) for (e, _), lk in zip(made, links, strict=True)]
     for (entry, reg), (subject, body) in zip(made, texts, strict=True):
         await ports.mail_queue.enqueue(
             conn,
@@ -360,17 +395,23 @@ def _open_for_offers(event: dict[str, Any], now: datetime) -> bool:
     return bool(event["active"]) and event["kanban_state"] != "cancel" and event["date_end"] > now
 
 
-async def _worth_serving(conn: Connection, event_id: UUID, now: datetime) -> bool:
+async def _close(conn: Connection, event: dict[str, Any], now: datetime) -> int:
+    """Close the list of an event that takes no one any more (cancelled, over, archived):
+    its waiting entries and its offers become `removed`, the offers' drafts released."""
+    rows = await conn.fetch(_CLOSE_LIST, event["id"])
+    for row in rows:
+        await _release(conn, event, list(row["registration_ids"]), "waitlist_event_closed", now)
+    return len(rows)
+
+
+async def _worth_serving(conn: Connection, event: dict[str, Any], now: datetime) -> bool:
     """Whether the smallest waiting entry of some scope would fit now (read without locks:
     the pass takes the event lock only when it may offer something)."""
-    event = await conn.fetchrow(_EVENT, event_id)
-    if event is None or not _open_for_offers(dict(event), now):
-        return False
-    for scope in await conn.fetch(_SCOPES_WAITING, event_id):
+    for scope in await conn.fetch(_SCOPES_WAITING, event["id"]):
         try:
             place = await assess_queue_place(
                 conn,
-                dict(event),
+                event,
                 slot_id=scope["event_slot_id"],
                 ticket_id=scope["event_ticket_id"],
                 seats=int(scope["seats"]),
@@ -378,7 +419,7 @@ async def _worth_serving(conn: Connection, event_id: UUID, now: datetime) -> boo
                 default_cap=30,
             )
         except errors.DomainError:
-            continue  # a closed sale window, a cancelled event: nothing to offer there
+            continue  # a closed sale window, a seat count above a cap: nothing to offer
         if place.free:
             return True
     return False
@@ -388,16 +429,13 @@ async def _serve_event(
     pool: Pool,
     ports: Ports,
     options: OfferOptions,
-    event_id: UUID,
+    details: dict[str, Any],
     senders: Senders,
     now: datetime,
     summary: OfferSummary,
 ) -> None:
-    """Expire and offer for one event, in one transaction."""
-    async with connection(pool) as conn:
-        details = await conn.fetchrow(_EVENT, event_id)
-    if details is None:
-        return
+    """Close, expire and offer for one event, in one transaction."""
+    event_id = details["id"]
     sender = await senders.of(details["organizer_id"], details["company_id"])
     async with transaction(pool) as conn:
         claimed = await conn.fetchrow(_CLAIM, event_id)
@@ -405,11 +443,13 @@ async def _serve_event(
             summary.skipped += 1
             return
         settings = dict(claimed)
-        event = {**await lock_event_by_id(conn, event_id), **dict(details)}
+        locked = await lock_event_by_id(conn, event_id)
+        event = {**dict(must(await conn.fetchrow(_EVENT, event_id))), **locked}  # as locked
         summary.events += 1
-        summary.expired += await _expire(conn, event, now)
         if not _open_for_offers(event, now):
+            summary.closed += await _close(conn, event, now)
             return
+        summary.expired += await _expire(conn, event, now)
         after: tuple[Any, Any] = (None, None)
         while True:
             page = [
@@ -425,6 +465,29 @@ async def _serve_event(
             after = (page[-1]["created_at"], page[-1]["id"])
 
 
+async def _due_events(
+    pool: Pool, now: datetime, after: UUID | None
+) -> tuple[list[dict[str, Any]], UUID | None]:
+    """One page of the events with live entries that have work: a list to close, an offer
+    past its deadline, or free seats for some waiting entry; and where the next page
+    starts (None: this was the last)."""
+    work = []
+    async with connection(pool) as conn:
+        due = await conn.fetch(_DUE, after, DUE_PAGE)
+        for row in due:
+            found = await conn.fetchrow(_EVENT, row["event_id"])
+            if found is None:
+                continue
+            event = dict(found)
+            if (
+                not _open_for_offers(event, now)
+                or row["expiring"]
+                or await _worth_serving(conn, event, now)
+            ):
+                work.append(event)
+    return work, (due[-1]["event_id"] if len(due) == DUE_PAGE else None)
+
+
 async def run_offer_pass(
     pool: Pool,
     ports: Ports,
@@ -433,22 +496,26 @@ async def run_offer_pass(
     *,
     stopping: Callable[[], bool] = lambda: False,
 ) -> OfferSummary:
-    """Serve every event with a waiting list: expire overdue offers, offer freed seats."""
+    """Serve every event with a waiting list: close the lists of events that take no one,
+    expire overdue offers, offer freed seats. One event's failure is logged and counted;
+    the others are served."""
     summary = OfferSummary()
     senders = Senders(ports, options.default_sender)
-    async with connection(pool) as conn:
-        due = await conn.fetch(_DUE, 1000)
-        worth = [
-            row["event_id"]
-            for row in due
-            if row["expiring"] or await _worth_serving(conn, row["event_id"], now)
-        ]
-    for event_id in worth:
-        if stopping():
-            summary.more = True
-            break
-        await _serve_event(pool, ports, options, event_id, senders, now, summary)
-    return summary
+    after: UUID | None = None
+    while True:
+        work, after = await _due_events(pool, now, after)
+        for event in work:
+            if stopping():
+                summary.more = True
+                return summary
+            try:
+                await _serve_event(pool, ports, options, event, senders, now, summary)
+            except Exception as exc:
+                summary.failed += 1
+                fields = {**error_fields(exc), "event_id": str(event["id"])}
+                log.error("waitlist offer pass failed for an event", extra={"fields": fields})
+        if after is None:
+            return summary
 
 
 async def next_offer_due(pool: Pool, now: datetime) -> datetime | None:
@@ -568,10 +635,13 @@ async def accept(
         if status == "offered":
             if event["kanban_state"] == "cancel":
                 raise errors.EventCancelled()
-            for rid in sorted(entry["registration_ids"]):
-                reg = await lock_registration(conn, rid)
-                if reg["state"] != "draft" or not reg["active"]:
-                    continue  # an operator moved it on
+            held = [await lock_registration(conn, rid) for rid in sorted(entry["registration_ids"])]
+            held = [reg for reg in held if reg["state"] == "draft" and reg["active"]]
+            if not held:  # an operator cancelled or archived every seat of the offer
+                raise errors.WaitlistNotOffered(
+                    "The seats of this offer were withdrawn.", status="withdrawn"
+                )
+            for reg in held:
                 await write_state(
                     conn,
                     WAITLIST_ACTOR,
