@@ -85,6 +85,7 @@ class RunSummary(View):
     recipients_failed: int = 0
     offers_made: int = 0  # waiting-list offers made by the pass
     offers_expired: int = 0  # waiting-list offers that ran out and were released
+    offers_closed: int = 0  # waiting-list entries of cancelled or finished events closed
 
 
 class MailRunView(View):

@@ -92,16 +92,18 @@ async def run_mail(ctx: Ctx, actor: Run, mail_id: UUID) -> Response:
 
 @router.post("/admin/schedulers/run", response_model=RunSummary)
 async def run_schedulers(ctx: Ctx, actor: Run) -> Response:
-    """One full pass now: everything due (the mail lines, then the waiting list's offers)."""
+    """One full pass now: everything due (the waiting list's offers, then the mail lines)."""
     if actor.company_id is not None:
         raise errors.MissingScope("A full pass is for platform operators.", scope="scheduler:run")
-    summary = await run_mail_pass(ctx.db(), ctx.ports, pass_options(ctx.settings), ctx.clock())
-    ctx.metrics.observe_pass(summary)
     offers = await run_offer_pass(ctx.db(), ctx.ports, offer_options(ctx.settings), ctx.clock())
     ctx.metrics.waitlist_offers.labels("offered").inc(offers.offered)
     ctx.metrics.waitlist_offers.labels("expired").inc(offers.expired)
+    summary = await run_mail_pass(ctx.db(), ctx.ports, pass_options(ctx.settings), ctx.clock())
+    ctx.metrics.observe_pass(summary)
     view = summary.as_dict()
-    view.update(offers_made=offers.offered, offers_expired=offers.expired)
+    view.update(
+        offers_made=offers.offered, offers_expired=offers.expired, offers_closed=offers.closed
+    )
     view["more"] = view["more"] or offers.more
     return answer(RunSummary, view)
 

@@ -954,3 +954,62 @@ async def test_joins_count_in_the_email_window_like_registrations(
             ]
         await api.client.aclose()
     assert codes == [201, 201, 429]
+
+
+async def test_a_freed_seat_of_a_ticket_stays_with_its_bigger_waiting_entry(
+    admin: httpx.AsyncClient, public: httpx.AsyncClient
+) -> None:
+    event = await listed_event(admin, 10)
+    eid = event["id"]
+    a = await add_ticket(admin, eid, name="A", seats_max=3)
+    taken = [
+        (await register(public, eid, f"a{i}@example.org", event_ticket_id=a["id"])).json()
+        for i in range(3)
+    ]
+    await joined(public, eid, "pair@example.org", seats=2, event_ticket_id=a["id"])
+    await cancel(admin, taken[0]["registration_id"])
+    assert (await offer_pass(admin))["offers_made"] == 0  # one seat is too few for two
+    r = await register(public, eid, "jumper@example.org", event_ticket_id=a["id"])
+    assert (r.status_code, r.json()["error"]["code"]) == (409, "event_seats_exhausted")
+    # somebody waits for it: joining is what is left
+    assert (await join(public, eid, "next@example.org", event_ticket_id=a["id"])).status_code == 201
+    await cancel(admin, taken[1]["registration_id"])
+    assert (await offer_pass(admin))["offers_made"] == 1  # now two at once: the pair
+
+
+async def test_an_archived_event_holds_its_list_and_serves_it_once_unarchived(
+    admin: httpx.AsyncClient, public: httpx.AsyncClient, pool: asyncpg.Pool
+) -> None:
+    event = await listed_event(admin, 1)
+    eid = event["id"]
+    (rid,) = await fill(public, eid, 1)
+    await joined(public, eid, "w@example.org")
+    await cancel(admin, rid)
+    await pool.execute("UPDATE event.events SET active = false WHERE id = $1", uuid.UUID(eid))
+    summary = await offer_pass(admin)
+    assert (summary["offers_made"], summary["offers_closed"]) == (0, 0)
+    assert [r["status"] for r in await entries(pool, eid)] == ["waiting"]
+    await pool.execute("UPDATE event.events SET active = true WHERE id = $1", uuid.UUID(eid))
+    assert (await offer_pass(admin))["offers_made"] == 1
+
+
+async def test_accepting_counts_the_seats_an_operator_already_confirmed(
+    admin: httpx.AsyncClient, public: httpx.AsyncClient, pool: asyncpg.Pool
+) -> None:
+    event = await listed_event(admin, 2)
+    taken = await fill(public, event["id"], 2)
+    entry = await joined(public, event["id"], "pair@example.org", seats=2)
+    for rid in taken:
+        await cancel(admin, rid)
+    await offer_pass(admin)
+    (row,) = await entries(pool, event["id"])
+    first = str(sorted(row["registration_ids"])[0])
+    r = await admin.post(f"/admin/registrations/{first}/confirm")
+    assert r.status_code == 200, r.text
+    r = await public.post(link(entry["status_url"]) + "/accept")
+    assert r.status_code == 200 and r.json()["status"] == "accepted"
+    states = await pool.fetch(
+        "SELECT state::text FROM event.registrations WHERE id = ANY($1::uuid[])",
+        row["registration_ids"],
+    )
+    assert sorted(s["state"] for s in states) == ["open", "open"]

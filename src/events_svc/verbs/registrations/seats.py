@@ -205,33 +205,34 @@ class SeatLedger:
     async def queued(self) -> Counter[Key]:
         """The seats set aside for the waiting list in each scope (read once per
         transaction). An entry's seats are set aside in every scope it takes a seat in,
-        while it could be served: not above the event's cap, its ticket still selling, and
-        only as many as its ticket has room for (entries of a full ticket wait for that
-        ticket, not for the seats of others)."""
+        while it could ever be served: in the event's slot mode (a slot on a multi-slot
+        event, none on another), not above the event's cap or its ticket's, its ticket still
+        selling; and no more seats in all than its ticket has room for now (the entries of
+        a full ticket wait for that ticket, not for the seats of others)."""
         if self._queued is None:
             self._queued = Counter()
             cap = event_cap(self._event)
+            multi = bool(self._event["is_multi_slots"])
             groups: dict[tuple[UUID | None, UUID | None], list[Any]] = {}
             for row in await self._conn.fetch(_WAITING, self._event["id"]):
-                if cap <= 0 or row["seats"] <= cap:
-                    groups.setdefault((row["event_ticket_id"], row["event_slot_id"]), []).append(
-                        row
-                    )
+                ticket_cap = int(row["ticket_cap"] or 0)
+                if (
+                    (row["event_slot_id"] is not None) == multi
+                    and (cap <= 0 or row["seats"] <= cap)
+                    and (ticket_cap <= 0 or row["seats"] <= ticket_cap)
+                ):
+                    scope_of = (row["event_ticket_id"], row["event_slot_id"])
+                    groups.setdefault(scope_of, []).append(row)
             for (ticket_id, slot_id), rows in groups.items():
-                room: int | None = None
+                seats = sum(int(r["seats"]) * int(r["n"]) for r in rows)
                 ticket_cap = int(rows[0]["ticket_cap"] or 0)
                 if ticket_id is not None and ticket_cap > 0:
                     ticket = {"id": ticket_id, "seats_max": ticket_cap}
                     scope, sid, slot, t_cap, sql = self._scopes(slot_id, ticket)[-1]
                     room = max(t_cap - await self._count((scope, sid, slot), sql), 0)
-                seats = sum(
-                    int(r["seats"]) * int(r["n"])
-                    for r in rows
-                    if room is None or r["seats"] <= room
-                )
-                aside = seats if room is None else min(seats, room)
+                    seats = min(seats, room)
                 for key in self._keys(slot_id, ticket_id):
-                    self._queued[key] += aside
+                    self._queued[key] += seats
         return self._queued
 
     async def waiting_for(self, slot_id: UUID | None, ticket: dict[str, Any] | None) -> int:

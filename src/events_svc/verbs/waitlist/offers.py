@@ -11,8 +11,11 @@ correction renames them later).
 
 Each event is served in one transaction, locking as the register verb does (the event
 row, then its slot and ticket rows) after claiming the event's settings row with
-`FOR UPDATE SKIP LOCKED` (one process serves an event at a time; the others go on to the
-next). It first expires the offers whose deadline has passed (their drafts are cancelled
+`FOR NO KEY UPDATE SKIP LOCKED` (one process serves an event at a time; the others go on
+to the next). The list of an event that takes no one any more (cancelled, or over by the
+database's clock) is closed: its entries become `removed`, their offers released. An
+archived event's entries are held as they are. Otherwise the pass first expires the
+offers whose deadline has passed (their drafts are cancelled
 through the one state transition with reason `waitlist_offer_expired`, the entry becomes
 `expired`), then decides the waiting entries in queue order (`created_at`, then id): the
 first whose seats fit is offered, and one whose seats do not fit is skipped for now and
@@ -35,6 +38,8 @@ from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 from zoneinfo import ZoneInfo
+
+import asyncpg
 
 from events_svc import errors
 from events_svc.actors import Actor
@@ -76,7 +81,7 @@ FOR NO KEY UPDATE SKIP LOCKED  -- one process serves an event at a time
 _EVENT = """
 SELECT id, name, date_begin, date_end, date_tz, location, event_url, organizer_id,
     company_id, kanban_state::text AS kanban_state, active, seats_limited, seats_max,
-    is_multi_slots
+    is_multi_slots, date_end <= clock_timestamp() AS over  -- the database's clock
 FROM event.events WHERE id = $1
 """
 _DUE = """
@@ -234,6 +239,9 @@ async def _offer(
         return served
     at: datetime = await conn.fetchval(_DB_NOW)
     deadlines = await _deadlines(conn, event, settings, entries, at)
+    entries = [e for e in entries if deadlines[e["id"]] > at]  # its sale ends now: none
+    if not entries:
+        return served
     results = await register_batch_in(conn, [_request(e, deadlines[e["id"]], now) for e in entries])
     made: list[tuple[dict[str, Any], Registered]] = []
     for entry, result in zip(entries, results, strict=True):
@@ -391,8 +399,15 @@ async def _expire(conn: Connection, event: dict[str, Any], now: datetime) -> int
     return len(rows)
 
 
-def _open_for_offers(event: dict[str, Any], now: datetime) -> bool:
-    return bool(event["active"]) and event["kanban_state"] != "cancel" and event["date_end"] > now
+def _closing(event: dict[str, Any]) -> bool:
+    """The event takes no one any more: cancelled, or over (by the database's clock)."""
+    return event["kanban_state"] == "cancel" or bool(event["over"])
+
+
+def _open_for_offers(event: dict[str, Any]) -> bool:
+    """Offers are made: the event is not closing and not archived (an archived event's
+    entries are held as they are, and served again once it is unarchived)."""
+    return bool(event["active"]) and not _closing(event)
 
 
 async def _close(conn: Connection, event: dict[str, Any], now: datetime) -> int:
@@ -446,10 +461,12 @@ async def _serve_event(
         locked = await lock_event_by_id(conn, event_id)
         event = {**dict(must(await conn.fetchrow(_EVENT, event_id))), **locked}  # as locked
         summary.events += 1
-        if not _open_for_offers(event, now):
+        if _closing(event):
             summary.closed += await _close(conn, event, now)
             return
         summary.expired += await _expire(conn, event, now)
+        if not _open_for_offers(event):
+            return
         after: tuple[Any, Any] = (None, None)
         while True:
             page = [
@@ -466,7 +483,7 @@ async def _serve_event(
 
 
 async def _due_events(
-    pool: Pool, now: datetime, after: UUID | None
+    pool: Pool, now: datetime, after: UUID | None, summary: OfferSummary
 ) -> tuple[list[dict[str, Any]], UUID | None]:
     """One page of the events with live entries that have work: a list to close, an offer
     past its deadline, or free seats for some waiting entry; and where the next page
@@ -475,17 +492,30 @@ async def _due_events(
     async with connection(pool) as conn:
         due = await conn.fetch(_DUE, after, DUE_PAGE)
         for row in due:
-            found = await conn.fetchrow(_EVENT, row["event_id"])
-            if found is None:
-                continue
-            event = dict(found)
-            if (
-                not _open_for_offers(event, now)
-                or row["expiring"]
-                or await _worth_serving(conn, event, now)
-            ):
-                work.append(event)
+            try:
+                found = await conn.fetchrow(_EVENT, row["event_id"])
+                if found is None:
+                    continue
+                event = dict(found)
+                if (
+                    _closing(event)
+                    or row["expiring"]
+                    or (_open_for_offers(event) and await _worth_serving(conn, event, now))
+                ):
+                    work.append(event)
+            except (asyncpg.PostgresConnectionError, OSError):
+                raise  # the database is away: the whole pass fails and backs off
+            except Exception as exc:
+                _failed(summary, row["event_id"], exc)
     return work, (due[-1]["event_id"] if len(due) == DUE_PAGE else None)
+
+
+def _failed(summary: OfferSummary, event_id: UUID, exc: Exception) -> None:
+    """One event's failure: logged with its id (never attendee data), counted; the pass goes
+    on with the other events and serves this one again next time."""
+    summary.failed += 1
+    fields = {**error_fields(exc), "event_id": str(event_id)}
+    log.error("waitlist offer pass failed for an event", extra={"fields": fields})
 
 
 async def run_offer_pass(
@@ -503,7 +533,7 @@ async def run_offer_pass(
     senders = Senders(ports, options.default_sender)
     after: UUID | None = None
     while True:
-        work, after = await _due_events(pool, now, after)
+        work, after = await _due_events(pool, now, after, summary)
         for event in work:
             if stopping():
                 summary.more = True
@@ -511,9 +541,7 @@ async def run_offer_pass(
             try:
                 await _serve_event(pool, ports, options, event, senders, now, summary)
             except Exception as exc:
-                summary.failed += 1
-                fields = {**error_fields(exc), "event_id": str(event["id"])}
-                log.error("waitlist offer pass failed for an event", extra={"fields": fields})
+                _failed(summary, event["id"], exc)
         if after is None:
             return summary
 
@@ -550,12 +578,13 @@ async def offer_now(
     )
     async with transaction(pool) as conn:
         await lock_event(conn, actor, found["event_id"])  # the fence: foreign is missing
-        event = {**await lock_event_by_id(conn, found["event_id"]), **dict(details)}
+        locked = await lock_event_by_id(conn, found["event_id"])
+        event = {**dict(must(await conn.fetchrow(_EVENT, found["event_id"]))), **locked}
         await lock_scope(conn, found["event_slot_id"], found["event_ticket_id"])
         entry = await read_entry(conn, entry_id, lock=True)
         if entry["status"] != "waiting":
             raise errors.WaitlistEntryNotWaiting(status=entry["status"])
-        if not _open_for_offers(event, now):
+        if not _open_for_offers(event):
             raise errors.RegistrationsClosed()
         settings = await read_settings(conn, entry["event_id"])
         served = await _offer(conn, ports, options, event, settings, [entry], sender, now)
@@ -635,13 +664,15 @@ async def accept(
         if status == "offered":
             if event["kanban_state"] == "cancel":
                 raise errors.EventCancelled()
-            held = [await lock_registration(conn, rid) for rid in sorted(entry["registration_ids"])]
-            held = [reg for reg in held if reg["state"] == "draft" and reg["active"]]
-            if not held:  # an operator cancelled or archived every seat of the offer
+            seats = [await lock_registration(conn, r) for r in sorted(entry["registration_ids"])]
+            kept = [r for r in seats if r["active"] and r["state"] != "cancel"]
+            if not kept:  # an operator cancelled or archived every seat of the offer
                 raise errors.WaitlistNotOffered(
                     "The seats of this offer were withdrawn.", status="withdrawn"
                 )
-            for reg in held:
+            for reg in kept:
+                if reg["state"] != "draft":
+                    continue  # an operator confirmed it already: it is a ticket now
                 await write_state(
                     conn,
                     WAITLIST_ACTOR,
