@@ -393,6 +393,20 @@ def start_serve(
     )
 
 
+def stop_all(procs: list[tuple[str, subprocess.Popen[str]]]) -> None:
+    """Stop `serve` processes (base URL, process): a SIGTERM to each still running, then
+    wait for each (30 s) and kill the ones that do not stop."""
+    for _, proc in procs:
+        if proc.poll() is None:
+            proc.terminate()
+    for _, proc in procs:
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+
 def wait_ready(proc: subprocess.Popen[str], base: str, timeout: float = 60) -> None:
     """Until GET {base}/readyz answers 200; fails when the process exits first or after
     `timeout` seconds."""

@@ -25,6 +25,7 @@ from tests.probes.helpers import (
     outbox,
     seed,
     start_serve,
+    stop_all,
     template,
     wait_ready,
 )
@@ -43,14 +44,7 @@ def services(db_url: str, n: int, **extra: str) -> Iterator[list[tuple[str, subp
             wait_ready(proc, base, timeout=90)
         yield procs
     finally:
-        for _, proc in procs:
-            if proc.poll() is None:
-                proc.terminate()
-        for _, proc in procs:
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        stop_all(procs)
 
 
 async def test_three_processes_96_racers_10_seats(db_url: str, api: Api, admin):

@@ -31,7 +31,7 @@ from events_svc.adapters.standalone import OutboxQueue
 from events_svc.ports import OutgoingMessage
 from tests.probes.delivery.helpers import MAIL_FROM
 from tests.probes.delivery.sink import Sink, smtp_sink
-from tests.probes.helpers import free_port, start_serve, wait_ready
+from tests.probes.helpers import free_port, start_serve, stop_all, wait_ready
 
 MESSAGES = 2000
 DOMAINS = 4  # recipient domains, interleaved: the drainer sends two at once per domain
@@ -97,15 +97,7 @@ def drainers(
             time.sleep(0.5)  # the loops have listened (and found nothing due) before a write
             yield procs
         finally:
-            for _, proc in procs:
-                if proc.poll() is None:
-                    proc.terminate()
-            for _, proc in procs:
-                try:
-                    proc.wait(30)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(10)
+            stop_all(procs)
 
 
 async def sent_attempts(http: httpx.AsyncClient, base: str) -> int:

@@ -46,6 +46,7 @@ from tests.probes.helpers import (
     free_port,
     insert_registration,
     start_serve,
+    stop_all,
     wait_ready,
 )
 from tests.probes.waitlist.kit import SECRET, entries, link, listed_event, seats_taken
@@ -171,15 +172,7 @@ def services(db_url: str, logs: Path, n: int = 2) -> Iterator[list[str]]:
                 wait_ready(proc, base, timeout=90)
             yield [base for base, _ in procs]
         finally:
-            for _, proc in procs:
-                if proc.poll() is None:
-                    proc.terminate()
-            for _, proc in procs:
-                try:
-                    proc.wait(30)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(10)
+            stop_all(procs)
 
 
 def read_logs(folder: Path) -> str:

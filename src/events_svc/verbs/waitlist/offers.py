@@ -615,27 +615,42 @@ async def _locked_entry(
     return event, ticket, await read_entry(conn, entry_id, event_id, lock=True)
 
 
+async def _withdraw(
+    conn: Connection,
+    actor: Actor,
+    event: dict[str, Any],
+    entry: dict[str, Any],
+    status: str,
+    reason: str,
+    now: datetime,
+) -> dict[str, Any]:
+    """A live entry (locked) leaves the list as `status` (`removed`, `declined`): a held
+    offer's drafts are released with `reason`, one audit row `waitlist_<status>`. A closed
+    entry is answered as it is."""
+    if entry["status"] not in ("waiting", "offered"):
+        return entry
+    if entry["status"] == "offered":
+        await _release(conn, event, list(entry["registration_ids"]), reason, now)
+    closed = dict(must(await conn.fetchrow(_CLOSE, entry["id"], status)))
+    await write_audit(
+        conn,
+        actor,
+        f"waitlist_{status}",
+        "waitlist_entry",
+        entry["id"],
+        event_id=closed["event_id"],
+        summary={"seats": closed["seats"]},
+    )
+    return closed
+
+
 async def remove_entry(pool: Pool, actor: Actor, entry_id: UUID, now: datetime) -> dict[str, Any]:
     """Take an entry off the list (`removed`; a held offer is released). An entry that is
     already closed is answered as it is."""
     async with transaction(pool) as conn:
         found = await find_entry(conn, actor, entry_id)
         event, _, entry = await _locked_entry(conn, entry_id, found["event_id"], actor)
-        if entry["status"] in ("waiting", "offered"):
-            if entry["status"] == "offered":
-                await _release(
-                    conn, event, list(entry["registration_ids"]), "waitlist_entry_removed", now
-                )
-            entry = dict(must(await conn.fetchrow(_CLOSE, entry_id, "removed")))
-            await write_audit(
-                conn,
-                actor,
-                "waitlist_removed",
-                "waitlist_entry",
-                entry_id,
-                event_id=entry["event_id"],
-                summary={"seats": entry["seats"]},
-            )
+        entry = await _withdraw(conn, actor, event, entry, "removed", "waitlist_entry_removed", now)
         entry["position"] = None
         return entry_view(entry, pii_full=False)
 
@@ -710,19 +725,7 @@ async def decline(pool: Pool, codec: CapabilityCodec, token: str, now: datetime)
             raise errors.EventNotPublished() from None
         if entry["status"] == "accepted":
             raise errors.WaitlistNotOffered(status="accepted")
-        if entry["status"] in ("waiting", "offered"):
-            if entry["status"] == "offered":
-                await _release(
-                    conn, event, list(entry["registration_ids"]), "waitlist_offer_declined", now
-                )
-            entry = dict(must(await conn.fetchrow(_CLOSE, entry_id, "declined")))
-            await write_audit(
-                conn,
-                WAITLIST_ACTOR,
-                "waitlist_declined",
-                "waitlist_entry",
-                entry_id,
-                event_id=event_id,
-                summary={"seats": entry["seats"]},
-            )
+        entry = await _withdraw(
+            conn, WAITLIST_ACTOR, event, entry, "declined", "waitlist_offer_declined", now
+        )
         return public_status(entry, await position_of(conn, entry))
