@@ -31,6 +31,7 @@ SCOPES: frozenset[str] = frozenset(
         "attendance:write",
         "registration:export",
         "event:operate",
+        "webhook:write",
     }
 )
 

@@ -24,11 +24,13 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from events_svc import db, errors, migrate
 from events_svc.adapters.standalone import standalone_ports
+from events_svc.adapters.webhook_sender import WebhookSender
 from events_svc.bodylimit import BodyLimit
 from events_svc.capabilities import CapabilityCodec
 from events_svc.console import PREFIX as CONSOLE_PREFIX
 from events_svc.console import console_app
 from events_svc.drainer import WAKE_CHANNEL, DeliveryLoop, Drainer, DrainOptions
+from events_svc.egress import EgressGuard
 from events_svc.links import BASE_PATH
 from events_svc.models import ADMIN_ERRORS, PUBLIC_ERRORS, error_responses
 from events_svc.observability import CrashGuard, JsonFormatter, PoolCollector, RequestObserver
@@ -49,6 +51,7 @@ from events_svc.routes import (
     sale,
     service,
     waitlist,
+    webhooks,
 )
 from events_svc.routes.deps import (
     ActorResolver,
@@ -59,6 +62,8 @@ from events_svc.scheduler import SchedulerLoop
 from events_svc.settings import Settings
 from events_svc.throttle import Throttle
 from events_svc.verbs.registrations import COMBINER
+from events_svc.webhook_loop import WAKE_CHANNEL as WEBHOOK_CHANNEL
+from events_svc.webhook_loop import WebhookLoop, WebhookOptions
 
 log = logging.getLogger("events_svc")
 
@@ -86,6 +91,7 @@ def admin_router() -> APIRouter:
     router.include_router(dispatch.router)
     router.include_router(public.mint_router)
     router.include_router(waitlist.router)
+    router.include_router(webhooks.router)
     return router
 
 
@@ -207,7 +213,7 @@ async def service_lifespan(ctx: ServiceContext) -> AsyncIterator[None]:
         log.warning(
             "EVENT_CAPABILITY_SECRET is not set: capability links cannot be minted or opened"
         )
-    loop = delivery = None
+    loop = delivery = hooks = None
     if ctx.settings.scheduler_enabled:
         if ctx.ports.transports:  # the outbox drainer, woken through the scheduler's LISTEN
             drainer = Drainer(
@@ -220,7 +226,18 @@ async def service_lifespan(ctx: ServiceContext) -> AsyncIterator[None]:
             delivery = DeliveryLoop(drainer)
             ctx.delivery = delivery
             delivery.start()
-        wakes = {WAKE_CHANNEL: delivery.notify} if delivery is not None else {}
+        hooks = WebhookLoop(
+            ctx.db,
+            WebhookSender(ctx.egress),
+            WebhookOptions.from_settings(ctx.settings),
+            ctx.clock,
+            ctx.metrics,
+        )
+        ctx.webhooks = hooks
+        hooks.start()
+        wakes = {WEBHOOK_CHANNEL: hooks.notify}
+        if delivery is not None:
+            wakes[WAKE_CHANNEL] = delivery.notify
         loop = SchedulerLoop(
             ctx.db, ctx.ports, ctx.settings, ctx.clock, metrics=ctx.metrics, also_listen=wakes
         )
@@ -233,6 +250,8 @@ async def service_lifespan(ctx: ServiceContext) -> AsyncIterator[None]:
             await loop.stop()  # the batch in hand commits first
         if delivery is not None:
             await delivery.stop()  # the batch in hand is recorded first
+        if hooks is not None:
+            await hooks.stop()  # the attempts in flight are recorded first
         if owned and ctx.pool is not None:
             await ctx.pool.close()
             ctx.pool = None
@@ -264,6 +283,7 @@ def create_app(
         actor_resolver=actor_dependency,
         codec=CapabilityCodec(settings.capability_secrets),
         throttle=Throttle(settings),
+        egress=EgressGuard(allow_private=settings.webhook_allow_private),
     )
 
     @asynccontextmanager

@@ -122,6 +122,11 @@ CONSTRAINT_ERRORS: dict[str, type[errors.DomainError] | _FK] = {
     "type_mails_channel_follows_kind": errors.ChannelKindMismatch,
     # attendance imports (0018): an event deleted while its import was being created
     "attendance_imports_event_fkey": (errors.NotFound, errors.Conflict),
+    # webhooks (0032): an event or an endpoint deleted while a row naming it was written
+    "webhook_endpoints_event_id_fkey": (errors.NotFound, errors.Conflict),
+    "webhook_deliveries_message_id_fkey": (errors.NotFound, errors.Conflict),
+    "webhook_deliveries_endpoint_id_fkey": (errors.NotFound, errors.Conflict),
+    "webhook_messages_endpoint_id_fkey": (errors.NotFound, errors.Conflict),
 }
 
 

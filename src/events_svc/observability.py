@@ -118,6 +118,25 @@ class Metrics:
             registry=r,
         )
 
+        self.webhook_deliveries = Counter(
+            "events_webhook_deliveries_total",
+            "Webhook attempts by result: succeeded, or the failure (status_4xx, status_5xx, "
+            "status_3xx, timeout, connection, address_not_allowed)",
+            ["result"],
+            registry=r,
+        )
+        self.webhook_latency = Histogram(
+            "events_webhook_delivery_seconds",
+            "Time of one webhook attempt, from the first byte sent to the answer's status",
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
+            registry=r,
+        )
+        self.webhook_pending = Gauge(
+            "events_webhook_pending",
+            "Webhook attempts waiting to be made (read at scrape time)",
+            registry=r,
+        )
+
     def observe_pass(self, summary: Any) -> None:
         self.passes.inc()
         self.mails.inc(summary.sent)

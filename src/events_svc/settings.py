@@ -286,6 +286,9 @@ class Settings:
     sms_gateway_secret: str = field(default="", repr=False)
     delivery_batch: int = 100
     delivery_lease_s: int = 300
+    webhook_allow_private: bool = False
+    webhook_lease_s: int = 120
+    webhook_retention_days: int = 30
 
     @property
     def console_cookie_secure(self) -> bool:
@@ -376,4 +379,7 @@ class Settings:
             sms_gateway_secret=gateway_secret,
             delivery_batch=_int(e, "EVENTS_DELIVERY_BATCH", 100),
             delivery_lease_s=_int(e, "EVENTS_DELIVERY_LEASE_S", 300),
+            webhook_allow_private=_bool(e, "EVENTS_WEBHOOK_ALLOW_PRIVATE", False),
+            webhook_lease_s=_int(e, "EVENTS_WEBHOOK_LEASE_S", 120, minimum=15),
+            webhook_retention_days=_int(e, "EVENTS_WEBHOOK_RETENTION_DAYS", 30),
         )

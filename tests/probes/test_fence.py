@@ -154,6 +154,17 @@ CASES: dict[str, Call | tuple[Call, ...]] = {
     "GET /admin/events/{event_id}/waitlist": Call(),
     "POST /admin/waitlist/{entry_id}/offer": Call(),  # B's entry stays waiting
     "DELETE /admin/waitlist/{entry_id}": Call(),
+    # webhooks: an endpoint is its company's alone; B's event cannot be watched by A
+    "POST /admin/webhooks": Call(
+        body={"url": "https://93.184.216.34/in", "event_types": ["ping"], "event_id": "{event}"}
+    ),
+    "GET /admin/webhooks/{endpoint_id}": Call(),
+    "PATCH /admin/webhooks/{endpoint_id}": Call(body={"description": "mine"}),
+    "DELETE /admin/webhooks/{endpoint_id}": Call(),
+    "POST /admin/webhooks/{endpoint_id}/rotate-secret": Call(),
+    "POST /admin/webhooks/{endpoint_id}/ping": Call(),
+    "GET /admin/webhooks/{endpoint_id}/deliveries": Call(),
+    "POST /admin/webhook-deliveries/{delivery_id}/redeliver": Call(),
     # sale seam: an order id is the company's own; another company's is an unknown order
     "POST /admin/seam/orders/paid": Call(body={"order_id": "{order}"}, expect="same"),
     "POST /admin/seam/orders/cancelled": Call(body={"order_id": "{order}"}, expect="same"),
@@ -268,6 +279,7 @@ LISTS = {
     "GET /admin/events": ("event", "slotted"),
     "GET /admin/templates": ("template",),
     "GET /admin/lead-rules": ("rule",),
+    "GET /admin/webhooks": ("webhook",),
 }
 
 
@@ -315,6 +327,8 @@ PARAM_KIND = {
     "type_id": "type",
     "message_id": "outbox",
     "entry_id": "waitlist_entry",
+    "endpoint_id": "webhook",
+    "delivery_id": "webhook_delivery",
 }
 
 
@@ -457,8 +471,16 @@ async def build(b: httpx.AsyncClient, api: Api) -> dict[str, str]:
             uuid.UUID(event["id"]),
             B,
         )
+    webhook = await made(
+        await b.post(
+            "/admin/webhooks", json={"url": "https://93.184.216.34/in", "event_types": ["ping"]}
+        )
+    )
+    ping = await made(await b.post(f"/admin/webhooks/{webhook['id']}/ping"))
     return {
         "event": event["id"],
+        "webhook": webhook["id"],
+        "webhook_delivery": ping["id"],
         "outbox": str(outbox),
         "waitlist_entry": str(entry),
         "slotted": slotted["id"],
@@ -515,6 +537,9 @@ SNAPSHOT_TABLES = (
     "outbox_messages",
     "waitlist_entry",
     "waitlist_settings",
+    "webhook_endpoints",
+    "webhook_messages",
+    "webhook_deliveries",
 )
 
 

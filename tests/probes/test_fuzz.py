@@ -72,6 +72,11 @@ def schema(settings_: Settings) -> Iterator[Any]:
     partner = PartnerContact(name="Partner", email="partner@example.org", phone="+1 555 0100")
     ports = standalone_ports(Ports(partner_directory=Directory(partner)))
     app = create_app(settings_, ports, intake_public=True)
+
+    async def resolve(host: str, port: int) -> list[str]:  # any name: a public address
+        return ["93.184.216.34"]
+
+    app.state.events.egress.resolver = resolve  # the guard runs, without the network
     loaded = schemathesis.openapi.from_asgi("/openapi.json", app)
     loaded.config.generation.update(allow_x00=True)  # NUL in text: the commands refuse it
     yield loaded
@@ -213,6 +218,11 @@ class World:
         assert waiting.status_code == 201, waiting.text
         ids["waitlist_entry"] = waiting.json()["waitlist_entry_id"]
         ids["waitlist"] = waiting.json()["status_url"].rsplit("/", 1)[1]
+        hook = {"url": "https://hooks.example.com/in", "event_types": ["ping"]}
+        self.post("/admin/webhooks", hook, "webhook")
+        ids["webhook_delivery"] = self.post(
+            f"/admin/webhooks/{ids['webhook']}/ping", {}, status=202
+        )["id"]
         return ids
 
 
@@ -237,6 +247,8 @@ _BY_NAME = {
     "operation_id": ["operation", "started_operation"],
     "message_id": ["outbox"],
     "entry_id": ["waitlist_entry"],
+    "endpoint_id": ["webhook"],
+    "delivery_id": ["webhook_delivery"],
 }
 _OBJ_BY_COLLECTION = {
     "stages": "stage",

@@ -132,6 +132,12 @@ from events_svc.errors.waitlist import (
     WaitlistNotOffered,
     WaitlistOfferExpired,
 )
+from events_svc.errors.webhooks import (
+    EVENT_TYPES,
+    UnknownEventType,
+    WebhookEndpointDisabled,
+    WebhookUrlNotAllowed,
+)
 
 # pydantic error types raised by our own field types (models/base.py), as typed refusals:
 # the API and the console name a validation failure of these types by the refusal's code
@@ -139,9 +145,11 @@ TYPED_VALIDATION: dict[str, type[DomainError]] = {
     "date_out_of_range": DateOutOfRange,
     "phone_invalid": PhoneInvalid,
     "lead_axis_unknown": LeadAxisUnknown,
+    "unknown_event_type": UnknownEventType,
 }
 
 __all__ = [
+    "EVENT_TYPES",
     "TYPED_VALIDATION",
     "AlreadyLinked",
     "AnswerInUse",
@@ -241,6 +249,7 @@ __all__ = [
     "TooManyBadges",
     "TriggerPurposeUnknown",
     "Unauthenticated",
+    "UnknownEventType",
     "UnknownField",
     "UnsupportedMediaType",
     "UseEventOperation",
@@ -253,5 +262,7 @@ __all__ = [
     "WaitlistNotNeeded",
     "WaitlistNotOffered",
     "WaitlistOfferExpired",
+    "WebhookEndpointDisabled",
+    "WebhookUrlNotAllowed",
     "all_errors",
 ]

@@ -152,6 +152,14 @@ from events_svc.models.waitlist import (
     WaitlistSettingsView,
     WaitlistStatusView,
 )
+from events_svc.models.webhooks import (
+    WebhookDeliveryView,
+    WebhookEndpointBody,
+    WebhookEndpointCreated,
+    WebhookEndpointPatch,
+    WebhookEndpointView,
+    WebhookSecretView,
+)
 
 __all__ = [
     "ADMIN_ERRORS",
@@ -280,6 +288,12 @@ __all__ = [
     "WaitlistSettingsBody",
     "WaitlistSettingsView",
     "WaitlistStatusView",
+    "WebhookDeliveryView",
+    "WebhookEndpointBody",
+    "WebhookEndpointCreated",
+    "WebhookEndpointPatch",
+    "WebhookEndpointView",
+    "WebhookSecretView",
     "error_responses",
     "json_error_responses",
 ]

@@ -18,6 +18,7 @@ from events_svc.actors import Actor
 from events_svc.capabilities import CapabilityCodec
 from events_svc.db import Pool
 from events_svc.drainer import DeliveryLoop
+from events_svc.egress import EgressGuard
 from events_svc.links import AttendeeLinks
 from events_svc.models import View
 from events_svc.observability import Metrics
@@ -26,6 +27,7 @@ from events_svc.scheduler import SchedulerLoop
 from events_svc.settings import Settings
 from events_svc.throttle import Throttle
 from events_svc.verbs.tokens import resolve_token
+from events_svc.webhook_loop import WebhookLoop
 
 
 def utc_now() -> datetime:
@@ -47,6 +49,8 @@ class ServiceContext:
     pool: Pool | None = None
     scheduler: SchedulerLoop | None = None  # the lifespan's loop, when this process runs one
     delivery: DeliveryLoop | None = None  # the outbox drainer, when transports are composed
+    egress: EgressGuard = field(default_factory=EgressGuard)  # where webhooks may go
+    webhooks: WebhookLoop | None = None  # the webhook delivery loop, beside the scheduler
     _export_slots: asyncio.Semaphore | None = None
 
     @property

@@ -12,6 +12,7 @@ from events_svc import errors, migrate
 from events_svc.db import connection
 from events_svc.models import HealthView, ReadyView
 from events_svc.routes.deps import Ctx, answer
+from events_svc.verbs import webhooks
 from events_svc.verbs.mail import count_failing_lines, next_due, outbox
 from events_svc.verbs.waitlist import waitlist_counts
 
@@ -58,7 +59,8 @@ router.add_api_route("/readyz", readyz, methods=["HEAD"], include_in_schema=Fals
 @router.get("/metrics", response_class=Response, include_in_schema=False)
 async def metrics(ctx: Ctx) -> Response:
     """Prometheus text format; the scheduler lag, failing lines, the outbox's messages by
-    channel and delivery state and the live waiting-list entries are read at scrape time."""
+    channel and delivery state, the live waiting-list entries and the waiting webhook
+    attempts are read at scrape time."""
     now = ctx.clock()
     try:
         due = await next_due(ctx.db(), now)
@@ -70,6 +72,7 @@ async def metrics(ctx: Ctx) -> Response:
             ctx.metrics.outbox.labels(channel, state).set(n)
         for status, n in (await waitlist_counts(ctx.db())).items():
             ctx.metrics.waitlist.labels(status).set(n)
+        ctx.metrics.webhook_pending.set(await webhooks.pass_.pending_count(ctx.db()))
     except errors.DomainError:
         pass  # the database is away: the other metrics still answer
     return Response(generate_latest(ctx.metrics.registry), media_type=CONTENT_TYPE_LATEST)

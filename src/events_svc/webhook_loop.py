@@ -1,0 +1,226 @@
+"""The webhook delivery loop, started by the app lifespan beside the outbox drainer.
+
+A turn: record the answers that came back since the last turn (one statement), fan the
+written facts out into messages, claim the due attempts of every active endpoint (at
+most `QUEUE` per endpoint in this process, leased, `SKIP LOCKED`: any number of
+processes run it side by side), and start them. Each attempt runs as its own task, at
+most `PER_ENDPOINT` at once per endpoint, so a slow receiver holds back only its own
+messages; its answer wakes the loop for the next turn.
+
+It never spins: it sleeps until the earliest waiting attempt is due or `FLOOR_S`, and
+wakes early when a fact or an attempt is written (`NOTIFY event_webhook_due`, heard on
+the scheduler's LISTEN connection) or an answer comes back. Due attempts it cannot take
+(another process's claim holds them) make it wait longer each time; a failing turn (the
+database away) waits 5 s doubling to 5 min. Stopping waits for the attempts in flight
+(each ends within its 10 s), records them, then closes the client. A process killed
+mid-attempt leaves its claimed attempts leased: they are due again when the lease runs
+out and are sent again with the same `webhook-id` (at least once).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+from uuid import UUID
+
+from events_svc.db import Pool
+from events_svc.diagnostics import doubling, error_fields
+from events_svc.observability import Metrics
+from events_svc.settings import Settings
+from events_svc.verbs.webhooks import pass_
+
+log = logging.getLogger("events_svc.webhooks")
+
+WAKE_CHANNEL = "event_webhook_due"
+PER_ENDPOINT = 4  # attempts in flight at once to one endpoint, per process
+QUEUE = 16  # attempts one process claims ahead per endpoint (lease >> QUEUE / 4 * 10 s)
+FLOOR_S = 300.0
+FAILED_FIRST_S, FAILED_MAX_S = 5.0, 300.0
+BLOCKED_FIRST_S, BLOCKED_MAX_S = 0.2, 10.0
+SWEEP_EVERY_S = 600.0
+SWEEP_BATCH = 5000
+
+
+class Sender(Protocol):
+    async def send(
+        self, url: str, secrets: tuple[str, ...], webhook_id: str, body: bytes
+    ) -> pass_.Answer: ...
+
+    async def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class WebhookOptions:
+    fan_out_batch: int = 500
+    lease: timedelta = timedelta(seconds=120)
+    retention: timedelta = timedelta(days=30)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> WebhookOptions:
+        return cls(
+            lease=timedelta(seconds=settings.webhook_lease_s),
+            retention=timedelta(days=settings.webhook_retention_days),
+        )
+
+
+def result_of(answer: pass_.Answer) -> str:
+    """The metrics' name of an attempt's result."""
+    if answer.ok:
+        return "succeeded"
+    if answer.status is not None:
+        return f"status_{answer.status // 100}xx"
+    return answer.error or "error"
+
+
+class WebhookLoop:
+    """Fans out, claims, sends and records (see the module docstring)."""
+
+    def __init__(
+        self,
+        pool: Callable[[], Pool],
+        sender: Sender,
+        options: WebhookOptions,
+        clock: Callable[[], datetime],
+        metrics: Metrics | None = None,
+    ) -> None:
+        self.pool, self.sender, self.options = pool, sender, options
+        self.clock, self.metrics = clock, metrics
+        self.held: Counter[UUID] = Counter()  # claimed by this process, not yet recorded
+        self.gates: dict[UUID, asyncio.Semaphore] = {}
+        self.answers: list[pass_.Outcome] = []
+        self.flights: set[asyncio.Task[None]] = set()
+        self.wake = asyncio.Event()
+        self.stopping = asyncio.Event()
+        self.task: asyncio.Task[None] | None = None
+        self.failing = 0
+        self.blocked = 0
+        self.swept_at = 0.0
+
+    def notify(self, *_: Any) -> None:
+        self.wake.set()
+
+    def start(self) -> None:
+        self.task = asyncio.create_task(self._run(), name="events-webhooks")
+
+    async def stop(self) -> None:
+        """Let the attempts in flight end, record them, close the client."""
+        self.stopping.set()
+        self.wake.set()
+        if self.task is not None:
+            await self.task
+        if self.flights:
+            await asyncio.wait(self.flights, timeout=15)
+        with contextlib.suppress(Exception):  # the database away: the leases resend them
+            await self.flush()
+        for flight in self.flights:
+            flight.cancel()
+        await self.sender.close()
+
+    async def flush(self) -> int:
+        """Record the answers in hand (one statement)."""
+        answers, self.answers = self.answers, []
+        try:
+            recorded = await pass_.record(self.pool(), answers, self.clock())
+        except Exception:
+            self.answers = answers + self.answers  # kept for the next turn
+            raise
+        for outcome in answers:
+            self.held[outcome.job.endpoint_id] -= 1
+        self.held += Counter()  # drop the endpoints at zero
+        for endpoint_id in recorded.disabled:
+            log.warning(
+                "webhook endpoint disabled", extra={"fields": {"endpoint_id": str(endpoint_id)}}
+            )
+        return recorded.recorded
+
+    async def _deliver(self, job: pass_.Job) -> None:
+        gate = self.gates.setdefault(job.endpoint_id, asyncio.Semaphore(PER_ENDPOINT))
+        async with gate:
+            try:
+                answer = await self.sender.send(job.url, job.secrets, job.webhook_id, job.body)
+            except Exception as exc:  # a sender bug: this attempt fails and is retried
+                log.error("webhook sender raised", extra={"fields": error_fields(exc)})
+                answer = pass_.Answer(None, 0, "error")
+        outcome = pass_.settle(job, answer, self.clock())
+        self._observe(outcome)
+        self.answers.append(outcome)
+        self.wake.set()
+
+    def _observe(self, outcome: pass_.Outcome) -> None:
+        answer = outcome.answer
+        if self.metrics is not None:
+            self.metrics.webhook_deliveries.labels(result_of(answer)).inc()
+            self.metrics.webhook_latency.observe(answer.duration_ms / 1000)
+        if not answer.ok:
+            fields = {
+                "endpoint_id": str(outcome.job.endpoint_id),
+                "message_id": outcome.job.webhook_id,
+                "attempt": outcome.job.attempt,
+                "status": answer.status,
+                "error": answer.error,
+                "delivery_state": outcome.state,
+            }
+            log.warning("webhook delivery attempt failed", extra={"fields": fields})
+
+    def _start(self, job: pass_.Job) -> None:
+        self.held[job.endpoint_id] += 1
+        flight = asyncio.create_task(self._deliver(job), name="events-webhook-attempt")
+        self.flights.add(flight)
+        flight.add_done_callback(self.flights.discard)
+
+    async def turn(self) -> datetime | None:
+        """Record, fan out, claim and start; when work is due next (None: nothing)."""
+        pool, options = self.pool(), self.options
+        await self.flush()
+        now = self.clock()
+        while (await pass_.fan_out(pool, now, options.fan_out_batch))[0] >= options.fan_out_batch:
+            pass
+        if not self.stopping.is_set():
+            for job in await pass_.claim(pool, now, dict(self.held), QUEUE, options.lease):
+                self._start(job)
+        if time.monotonic() - self.swept_at >= SWEEP_EVERY_S:
+            self.swept_at = time.monotonic()
+            await pass_.sweep(pool, now - options.retention, SWEEP_BATCH)
+        return await pass_.next_due(pool, self.clock())
+
+    async def tick(self) -> float:
+        """One turn, then the seconds to sleep before the next (never zero)."""
+        try:
+            due = await self.turn()
+        except Exception as exc:
+            self.failing += 1
+            wait = doubling(FAILED_FIRST_S, FAILED_MAX_S, self.failing)
+            level = logging.ERROR if self.failing == 1 else logging.DEBUG
+            fields = {**error_fields(exc), "failed_turns": self.failing, "retry_in_s": wait}
+            log.log(level, "webhook turn failed", extra={"fields": fields})
+            return wait
+        if self.failing:
+            log.info("webhook turn recovered", extra={"fields": {"failed": self.failing}})
+            self.failing = 0
+        if due is None:
+            self.blocked = 0
+            return FLOOR_S
+        until = (due - self.clock()).total_seconds()
+        if until > 0:
+            self.blocked = 0
+            return min(until, FLOOR_S)
+        if self.flights:  # due attempts wait behind this process's own: an answer wakes it
+            self.blocked = 0
+            return FLOOR_S
+        self.blocked += 1  # due attempts another process's claim holds right now
+        return doubling(BLOCKED_FIRST_S, BLOCKED_MAX_S, self.blocked)
+
+    async def _run(self) -> None:
+        while not self.stopping.is_set():
+            self.wake.clear()
+            delay = await self.tick()
+            event = self.stopping if self.failing else self.wake
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(event.wait(), timeout=delay)

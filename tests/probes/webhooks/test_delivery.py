@@ -1,0 +1,281 @@
+"""The webhook delivery loop against a real HTTP receiver on loopback: Standard Webhooks
+signatures (checked with the `standardwebhooks` package), the retry schedule with one
+`webhook-id`, 410, timeouts, redirects, the five-day disable, redelivery, the guard at
+delivery time, per-endpoint concurrency, the log and the metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Iterator
+from datetime import timedelta
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+from standardwebhooks.webhooks import Webhook, WebhookVerificationError
+
+from events_svc.verbs.webhooks.pass_ import SCHEDULE
+from events_svc.webhook_loop import WebhookLoop
+from tests.probes.helpers import api_status
+from tests.probes.webhooks.kit import (
+    Clock,
+    endpoint,
+    endpoint_row,
+    hand_loop,
+    log,
+    turn_until_quiet,
+    utc_now,
+)
+from tests.probes.webhooks.receiver import Receiver, receiver
+
+
+@pytest.fixture
+def sink() -> Iterator[Receiver]:
+    with receiver() as r:
+        yield r
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock(utc_now())
+
+
+@pytest.fixture
+async def loop(app: Any, clock: Clock) -> AsyncIterator[WebhookLoop]:
+    hand = hand_loop(app, clock)
+    yield hand
+    await hand.sender.close()
+
+
+async def ping(admin: httpx.AsyncClient, endpoint_id: str) -> dict[str, Any]:
+    r = await admin.post(f"/admin/webhooks/{endpoint_id}/ping")
+    assert r.status_code == 202, r.text
+    return dict(r.json())
+
+
+async def test_a_ping_arrives_signed_and_verifies_also_during_a_rotation(
+    admin: httpx.AsyncClient, sink: Receiver, loop: WebhookLoop, clock: Clock
+):
+    hook = await endpoint(admin, f"{sink.url}/in")
+    queued = await ping(admin, hook["id"])
+    assert queued["state"] == "pending" and queued["event_type"] == "ping"
+    await turn_until_quiet(loop)
+    (got,) = sink.got("/in")
+    assert got.headers["webhook-id"] == queued["message_id"]
+    assert got.headers["content-type"] == "application/json"
+    assert Webhook(hook["secret"]).verify(got.body, got.headers) == {
+        "type": "ping",
+        "timestamp": got.doc["timestamp"],
+        "data": {"endpoint_id": hook["id"]},
+    }
+    with pytest.raises(WebhookVerificationError):
+        Webhook("whsec_" + "A" * 44).verify(got.body, got.headers)
+    fresh = (await admin.post(f"/admin/webhooks/{hook['id']}/rotate-secret")).json()["secret"]
+    await ping(admin, hook["id"])
+    await turn_until_quiet(loop)
+    second = sink.got("/in")[1]
+    assert len(second.headers["webhook-signature"].split(" ")) == 2
+    for secret in (hook["secret"], fresh):  # either secret verifies during the overlap
+        assert Webhook(secret).verify(second.body, second.headers)["type"] == "ping"
+    clock.move(hours=24, seconds=1)
+    await ping(admin, hook["id"])
+    await turn_until_quiet(loop)
+    third = sink.got("/in")[2]
+    assert len(third.headers["webhook-signature"].split(" ")) == 1
+    with pytest.raises(WebhookVerificationError):
+        Webhook(hook["secret"]).verify(third.body, third.headers)
+    (attempt,) = [d for d in await log(admin, hook["id"]) if d["id"] == queued["id"]]
+    assert attempt["state"] == "succeeded" and attempt["response_status"] == 200
+    assert attempt["duration_ms"] is not None and attempt["attempt"] == 1
+
+
+async def test_500_then_200_is_retried_after_5_s_with_the_same_webhook_id(
+    admin: httpx.AsyncClient, sink: Receiver, loop: WebhookLoop, clock: Clock
+):
+    sink.script = ["500"]
+    hook = await endpoint(admin, f"{sink.url}/in")
+    queued = await ping(admin, hook["id"])
+    await turn_until_quiet(loop)
+    rows = await log(admin, hook["id"])
+    assert [(r["attempt"], r["state"]) for r in rows] == [(2, "pending"), (1, "retrying")]
+    assert rows[1]["response_status"] == 500
+    assert rows[1]["next_attempt_at"] == rows[0]["next_attempt_at"]
+    clock.move(seconds=4)
+    await turn_until_quiet(loop)
+    assert len(sink.got()) == 1  # not due before its 5 s
+    clock.move(seconds=1.5)
+    await turn_until_quiet(loop)
+    ids = [r.headers["webhook-id"] for r in sink.got()]
+    assert ids == [queued["message_id"]] * 2
+    rows = await log(admin, hook["id"])
+    assert [(r["attempt"], r["state"], r["response_status"]) for r in rows] == [
+        (2, "succeeded", 200),
+        (1, "retrying", 500),
+    ]
+    assert {r["message_id"] for r in rows} == {queued["message_id"]}
+    assert (await endpoint_row(loop.pool(), hook["id"]))["failing_since"] is None
+
+
+async def test_the_schedule_is_spent_after_eight_attempts_then_failed(
+    admin: httpx.AsyncClient, sink: Receiver, loop: WebhookLoop, clock: Clock
+):
+    sink.default = "503"
+    hook = await endpoint(admin, f"{sink.url}/in")
+    await ping(admin, hook["id"])
+    await turn_until_quiet(loop)
+    for wait in SCHEDULE:
+        clock.now += wait
+        await turn_until_quiet(loop)
+    rows = await log(admin, hook["id"])
+    assert [r["state"] for r in rows] == ["failed"] + ["retrying"] * 7
+    assert len(sink.got()) == 8
+    assert {g.headers["webhook-id"] for g in sink.got()} == {rows[0]["message_id"]}
+    row = await endpoint_row(loop.pool(), hook["id"])
+    assert row["active"] and row["failing_since"] is not None  # 27.6 h: not yet 5 days
+
+
+async def test_410_disables_the_endpoint_at_once_and_enabling_clears_it(
+    admin: httpx.AsyncClient, sink: Receiver, loop: WebhookLoop
+):
+    sink.script = ["410"]
+    hook = await endpoint(admin, f"{sink.url}/in")
+    queued = await ping(admin, hook["id"])
+    await turn_until_quiet(loop)
+    seen = (await admin.get(f"/admin/webhooks/{hook['id']}")).json()
+    assert (seen["active"], seen["disabled_reason"]) == (False, "gone")
+    assert [r["state"] for r in await log(admin, hook["id"])] == ["failed"]
+    later = await ping(admin, hook["id"])  # waits while the endpoint is disabled
+    await turn_until_quiet(loop)
+    assert len(sink.got()) == 1
+    redeliver = f"/admin/webhook-deliveries/{queued['id']}/redeliver"
+    assert await api_status(admin, "POST", redeliver) == (409, "webhook_endpoint_disabled")
+    enabled = (await admin.patch(f"/admin/webhooks/{hook['id']}", json={"active": True})).json()
+    assert (enabled["active"], enabled["disabled_reason"], enabled["failing_since"]) == (
+        True,
+        None,
+        None,
+    )
+    r = await admin.post(redeliver)
+    assert r.status_code == 202 and r.json()["message_id"] == queued["message_id"]
+    await turn_until_quiet(loop)
+    ids = sorted(g.headers["webhook-id"] for g in sink.got()[1:])
+    assert ids == sorted([queued["message_id"], later["message_id"]])
+
+
+async def test_five_days_of_failures_disable_the_endpoint(
+    admin: httpx.AsyncClient, sink: Receiver, loop: WebhookLoop, clock: Clock, pool: asyncpg.Pool
+):
+    sink.default = "500"
+    hook = await endpoint(admin, f"{sink.url}/in")
+    async with pool.acquire() as conn:
+        await conn.execute(
+            "UPDATE event.webhook_endpoints SET failing_since = $2 WHERE id = $1",
+            hook["id"],
+            clock.now - timedelta(days=5),
+        )
+    await ping(admin, hook["id"])
+    await turn_until_quiet(loop)
+    seen = (await admin.get(f"/admin/webhooks/{hook['id']}")).json()
+    assert (seen["active"], seen["disabled_reason"]) == (False, "failing")
+
+
+async def test_a_receiver_that_hangs_times_out_and_a_redirect_is_not_followed(
+    admin: httpx.AsyncClient, app: Any, clock: Clock
+):
+    with receiver(script=["hang", "302"], hang_s=1.5) as slow:
+        hand = hand_loop(app, clock, timeout_s=0.4)
+        try:
+            hook = await endpoint(admin, f"{slow.url}/in")
+            await ping(admin, hook["id"])
+            started = time.monotonic()
+            await turn_until_quiet(hand)
+            assert time.monotonic() - started < 1.4  # the attempt ended at its timeout
+            (first,) = [r for r in await log(admin, hook["id"]) if r["attempt"] == 1]
+            assert (first["state"], first["error"], first["response_status"]) == (
+                "retrying",
+                "timeout",
+                None,
+            )
+            clock.move(seconds=6)
+            await turn_until_quiet(hand)
+            second = next(r for r in await log(admin, hook["id"]) if r["attempt"] == 2)
+            assert (second["state"], second["response_status"]) == ("retrying", 302)
+            assert slow.got("/elsewhere") == []
+        finally:
+            await hand.sender.close()
+
+
+async def test_the_guard_is_asked_again_at_delivery(
+    admin: httpx.AsyncClient, sink: Receiver, loop: WebhookLoop, app: Any
+):
+    hook = await endpoint(admin, f"{sink.url}/in")
+    app.state.events.egress.allow_private = False  # e.g. the name now resolves privately
+    await ping(admin, hook["id"])
+    await turn_until_quiet(loop)
+    assert sink.got() == []
+    (attempt,) = [r for r in await log(admin, hook["id"]) if r["attempt"] == 1]
+    assert (attempt["state"], attempt["error"]) == ("retrying", "address_not_allowed")
+
+
+async def test_a_slow_endpoint_gets_four_at_once_and_holds_no_other_back(
+    admin: httpx.AsyncClient, app: Any, clock: Clock
+):
+    with receiver(default="slow", delay_s=0.3) as slow, receiver() as fast:
+        hand = hand_loop(app, clock)
+        try:
+            tortoise = await endpoint(admin, f"{slow.url}/in")
+            hare = await endpoint(admin, f"{fast.url}/in")
+            for _ in range(10):
+                await ping(admin, tortoise["id"])
+            for _ in range(3):
+                await ping(admin, hare["id"])
+            started = time.monotonic()
+            await hand.turn()  # claims both endpoints' attempts and starts them
+            await fast.wait_for(3, within=5)
+            assert time.monotonic() - started < 0.3  # before the first slow answer
+            await turn_until_quiet(hand)
+            assert len(slow.got()) == 10
+            assert slow.most_in_flight["/in"] == 4
+        finally:
+            await hand.sender.close()
+
+
+async def test_redeliver_sends_the_same_message_again_and_the_metrics_count(
+    admin: httpx.AsyncClient, sink: Receiver, loop: WebhookLoop
+):
+    hook = await endpoint(admin, f"{sink.url}/in")
+    queued = await ping(admin, hook["id"])
+    await turn_until_quiet(loop)
+    r = await admin.post(f"/admin/webhook-deliveries/{queued['id']}/redeliver")
+    assert r.status_code == 202
+    again = r.json()
+    assert (again["attempt"], again["state"], again["message_id"]) == (
+        2,
+        "pending",
+        queued["message_id"],
+    )
+    await turn_until_quiet(loop)
+    assert [g.headers["webhook-id"] for g in sink.got()] == [queued["message_id"]] * 2
+    assert sink.got()[0].body == sink.got()[1].body
+    metrics = (await admin.get("/metrics")).text
+    assert 'events_webhook_deliveries_total{result="succeeded"} 2.0' in metrics
+    assert "events_webhook_delivery_seconds_count 2.0" in metrics
+    assert "events_webhook_pending 0.0" in metrics
+    missing = "/admin/webhook-deliveries/00000000-0000-0000-0000-000000000000/redeliver"
+    assert await api_status(admin, "POST", missing) == (404, "not_found")
+
+
+async def test_a_stopped_loop_records_what_it_had_in_flight(
+    admin: httpx.AsyncClient, app: Any, clock: Clock
+):
+    with receiver(default="slow", delay_s=0.3) as slow:
+        hand = hand_loop(app, clock)
+        hook = await endpoint(admin, f"{slow.url}/in")
+        await ping(admin, hook["id"])
+        hand.start()
+        hand.notify()
+        await slow.wait_for(1, within=5)
+        await asyncio.wait_for(hand.stop(), 10)
+        assert [r["state"] for r in await log(admin, hook["id"])] == ["succeeded"]
