@@ -14,9 +14,10 @@ the locked registration (archived meanwhile: `unknown_barcode`; named by an
 earlier row: `duplicate_row`; `draft`/`cancel`: `not_confirmed`; `done`:
 `already_marked`; `open`: `marked` through `states.write_state`, the ONE transition,
 which stamps `date_closed` and audits `registration_set_done` as the job's actor, and
-arms nothing on `open -> done`), records every row's outcome, advances the counters and
-moves the job to `completed` once no row is left. Every state change of the job writes
-one audit row.
+arms nothing on `open -> done`), records the webhook facts of the batch's marks at once
+(`registrations.record_transitions`: one statement per type, not one per row), records
+every row's outcome, advances the counters and moves the job to `completed` once no row
+is left. Every state change of the job writes one audit row.
 
 **A failing batch** (an error, not a row outcome) rolls back whole; the job records the
 error's class (never its message), counts the failure, and backs off by the one rule of
@@ -39,7 +40,7 @@ from events_svc.diagnostics import error_fields
 from events_svc.settings import Settings
 from events_svc.verbs.audit import write_audit
 from events_svc.verbs.jobs import after_failure, failure_code, run_batches, work_one_batch
-from events_svc.verbs.registrations import lock_event_by_id, write_state
+from events_svc.verbs.registrations import lock_event_by_id, record_transitions, write_state
 
 log = logging.getLogger("events_svc.attendance")
 
@@ -212,6 +213,7 @@ async def _mark_named(
     event = await lock_event_by_id(conn, job["event_id"])
     locked = {r["id"]: dict(r) for r in await conn.fetch(_LOCK_REGISTRATIONS, named)}
     note = {"source": "import", "job": str(job["id"])}
+    marked: list[UUID] = []
     for row in (r for r in rows if r["row_no"] not in decided):
         reg = locked.get(row["registration_id"])
         if reg is None or not reg["active"]:  # archived while we waited for the lock
@@ -237,8 +239,11 @@ async def _mark_named(
                 origin="officer",
                 sale_status=reg["sale_status"],
                 note=note,
+                facts=False,  # the batch's, at once below
             )
             decided[row["row_no"]] = ("marked", reg["id"])
+            marked.append(reg["id"])
+    await record_transitions(conn, marked, "open", "done", now)
 
 
 async def _work(

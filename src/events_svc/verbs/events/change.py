@@ -4,8 +4,10 @@ event operation (reschedule, cancellation).
 `plan_change` checks a change against the locked row (every refusal of a patch) and
 answers what would differ; `write_change` writes it: `revision` + 1, `ics_sequence` + 1
 when something a calendar shows changed, the registrations' company, the scheduler
-lines' times (`mail.schedules.reschedule_event`), the tags, and one audit row. Callers
-hold the event row lock (`verbs.fence.lock_event`).
+lines' times (`mail.schedules.reschedule_event`), the tags, one audit row, and the
+webhook facts: `event.updated` naming the changed fields, and `event.cancelled` when the
+event's kanban state becomes `cancel` (an operation's change names the operation).
+Callers hold the event row lock (`verbs.fence.lock_event`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from events_svc.db import Connection
 from events_svc.verbs.audit import write_audit
 from events_svc.verbs.common import check_timezone, merge_patch
 from events_svc.verbs.events.catalog import set_event_tags
+from events_svc.verbs.facts import record_event_fact
 from events_svc.verbs.mail import check_lines_fit_company, reschedule_event
 from events_svc.verbs.registrations import ensure_cap_covers_taken, event_cap
 
@@ -201,6 +204,23 @@ async def write_change(
     await write_audit(
         conn, actor, "event_updated", "event", event_id, event_id=event_id, summary=summary
     )
+    await _record_change(conn, event_id, change, changed, now, (audit or {}).get("operation_id"))
+
+
+async def _record_change(
+    conn: Connection,
+    event_id: UUID,
+    change: EventChange,
+    changed: list[str],
+    now: datetime,
+    operation_id: str | None,
+) -> None:
+    """The webhook facts of a written change: `event.updated` (the fields' names), and
+    `event.cancelled` when the kanban state became `cancel`."""
+    by = {"operation_id": operation_id} if operation_id else {}
+    await record_event_fact(conn, "event.updated", event_id, now, {"changed": changed, **by})
+    if "kanban_state" in change.changed and change.new["kanban_state"] == "cancel":
+        await record_event_fact(conn, "event.cancelled", event_id, now, by)
 
 
 async def has_attendees(conn: Connection, event_id: UUID) -> bool:

@@ -4,6 +4,10 @@
 carrying either is refused `publish_fenced`). An event is visible to the public
 when it is published, its publication date has passed, and it is not archived:
 `is_visible`, the one definition every public surface and the host surface read.
+
+A publish that writes (a first publication, or a new publication date) records the
+`event.published` webhook fact, with its `date_publish`; unpublishing records none (no
+event type says it).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from events_svc.actors import Actor
 from events_svc.db import Pool, connection, transaction
 from events_svc.verbs.audit import write_audit
 from events_svc.verbs.events.records import event_view
+from events_svc.verbs.facts import record_event_fact
 from events_svc.verbs.fence import get_event_row, lock_event
 
 _SET_PUBLISHED = """
@@ -68,6 +73,8 @@ async def publish_event(
                     event_id=event_id,
                     summary={"date_publish": when.isoformat()},
                 )
+                extra = {"date_publish": when.isoformat()}
+                await record_event_fact(conn, "event.published", event_id, now, extra)
             result = await event_view(conn, await get_event_row(conn, actor, event_id), now)
     if refused:
         async with transaction(pool) as conn:

@@ -17,6 +17,10 @@ operation. Writers of triggers take one transaction-level advisory lock just bef
 insert (after the claim and the registration locks), so the feed's order (`seq`) is
 their commit order and the lock is held only for the writes and the commit.
 
+The batch (or the start, for an empty audience) that completes an operation records the
+`event.operation.completed` webhook fact (the event's company): the operation's id,
+kind and counts, and its event's id.
+
 **A failing batch** rolls back whole; the operation records the error's code or class
 (never its message; the last 20 are kept), counts the failure and backs off by the one
 rule of `verbs.jobs`. A successful batch clears the count.
@@ -36,6 +40,7 @@ from events_svc.db import Connection, Pool, must, transaction
 from events_svc.diagnostics import error_fields
 from events_svc.settings import Settings
 from events_svc.verbs.audit import write_audit
+from events_svc.verbs.facts import record_fact
 from events_svc.verbs.jobs import after_failure, failure_code, run_batches, work_one_batch
 from events_svc.verbs.operations.preview import PURPOSE
 
@@ -51,8 +56,9 @@ METHOD = {"event_rescheduled": "REQUEST", "event_cancelled": "CANCEL"}
 _PICK = """
 SELECT id, event_id, kind::text AS kind, state::text AS state, audience, processed,
     attempts, event_revision, ics_sequence, ctx_date_begin, ctx_date_end, ctx_date_tz,
-    ctx_location, actor_id, actor_kind, actor_company_id
-FROM event.event_operations
+    ctx_location, actor_id, actor_kind, actor_company_id,
+    (SELECT e.company_id FROM event.events e WHERE e.id = o.event_id) AS company_id
+FROM event.event_operations o
 WHERE state IN ('running', 'paused')
   AND (next_attempt_at IS NULL OR next_attempt_at <= $1)
   AND ($2::uuid IS NULL OR id = $2)
@@ -189,6 +195,34 @@ async def audit_operation(
     )
 
 
+async def record_completed(
+    conn: Connection,
+    operation_id: UUID,
+    kind: str,
+    event_id: UUID,
+    company_id: UUID | None,
+    counts: dict[str, int],
+    now: datetime,
+) -> None:
+    """The `event.operation.completed` webhook fact: ids, kind and counts."""
+    data = {
+        "operation_id": str(operation_id),
+        "kind": kind,
+        "event_id": str(event_id),
+        "state": "completed",
+        "finished_at": now.isoformat(),
+        **counts,
+    }
+    await record_fact(
+        conn,
+        "event.operation.completed",
+        now,
+        company_id=company_id,
+        event_id=event_id,
+        data=data,
+    )
+
+
 async def _work(conn: Connection, op: dict[str, Any], batch: int, now: datetime) -> tuple[str, int]:
     """One batch of a picked operation; (its state after it, triggers written or found).
     Locks: the snapshot rows, the registrations (share), then the feed's lock, held only
@@ -233,6 +267,11 @@ async def _work(conn: Connection, op: dict[str, Any], batch: int, now: datetime)
             after["state"],
             **counts,
         )
+        if after["state"] == "completed":
+            whole = {"audience": int(op["audience"]), **counts}
+            await record_completed(
+                conn, op["id"], op["kind"], op["event_id"], op["company_id"], whole, now
+            )
     return str(after["state"]), triggered
 
 

@@ -16,8 +16,9 @@ A reschedule or a cancellation writes the event through `verbs.events.change.wri
 `ics_sequence` by one. A reminder or follow-up leaves the event as it is. The snapshot
 holds each active open/done registration (created at or before the cutoff, for a
 reminder or follow-up) with its version, and the event's revision and sequence after
-the change. An empty audience completes the operation at once. Any failure rolls the
-whole transaction back: no event change, no snapshot.
+the change. An empty audience completes the operation at once (its
+`event.operation.completed` webhook fact with it). Any failure rolls the whole
+transaction back: no event change, no snapshot, no webhook fact.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from events_svc.verbs.common import check_if_match
 from events_svc.verbs.events import write_change
 from events_svc.verbs.fence import get_event_row, lock_event
 from events_svc.verbs.mail import wake_schedulers
+from events_svc.verbs.operations.batch import record_completed
 from events_svc.verbs.operations.preview import (
     CALENDAR_KINDS,
     check_operation,
@@ -154,4 +156,9 @@ async def start_operation(
         )
         if state == "running":
             await wake_schedulers(conn, event_id)
+        else:  # nobody to reach: completed at once
+            none = {"audience": 0, "processed": 0, "triggers_created": 0, "skipped_inactive": 0}
+            await record_completed(
+                conn, operation_id, op["kind"], event_id, event["company_id"], none, now
+            )
         return await operation_view(conn, actor, operation_id)

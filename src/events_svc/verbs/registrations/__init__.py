@@ -19,6 +19,7 @@ from events_svc.verbs.registrations.states import (
     lock_event_by_id,
     lock_for_change,
     lock_scope,
+    record_transitions,
     write_state,
 )
 from events_svc.verbs.registrations.take_seats import (
@@ -48,6 +49,7 @@ __all__ = [
     "lock_for_change",
     "lock_registration",
     "lock_scope",
+    "record_transitions",
     "register",
     "register_batch_in",
     "register_in",

@@ -7,7 +7,9 @@ Each is one transaction: the registration is looked up among those the actor may
 ticket when seats are re-checked, the registration), If-Match against the locked
 version, the write, one revision row and one audit row (field names only). A correction
 needs If-Match (428 without it); cancel and reactivate accept it. A correction that
-changes nothing writes nothing to the registration, its history or the audit trail.
+changes nothing writes nothing to the registration, its history, the audit trail or the
+webhooks; one that changes fields records `registration.updated` with their names
+(`changed`). Cancel and reactivate are state changes: `write_state` records them.
 
 The replay store keeps the first answer WITHOUT the attendee's name, email, phone and
 answers: a replay answers the first result (state, version, ...) with the attendee data
@@ -39,6 +41,7 @@ from events_svc.models import (
 )
 from events_svc.verbs.audit import write_audit
 from events_svc.verbs.common import check_if_match
+from events_svc.verbs.facts import record_registration_facts
 from events_svc.verbs.registrations.records import (
     find_registration,
     lock_registration,
@@ -126,12 +129,25 @@ async def correct_registration(
     async def work(conn: Connection, found: Any) -> dict[str, Any]:
         reg = await lock_registration(conn, registration_id)
         check_if_match(reg["version"], if_match, name="version")
-        return await write_attendee(
+        view = await write_attendee(
             conn, actor, reg, changes, found["event_id"], now, "correct", reason
         )
+        await _record_update(conn, reg, changes, now)
+        return view
 
     replay = Replay.of(idempotency_key, "correct", registration_id, {**changes, "reason": reason})
     return await _command(pool, actor, registration_id, replay, now, pii_full, work)
+
+
+async def _record_update(
+    conn: Connection, reg: dict[str, Any], changes: dict[str, Any], now: datetime
+) -> None:
+    """`registration.updated` naming the fields the correction changed (their names only:
+    the values are PII); nothing when it changed none."""
+    changed = sorted(k for k, v in changes.items() if reg[k] != v)
+    if changed:
+        extra = {"changed": changed}
+        await record_registration_facts(conn, "registration.updated", [reg["id"]], now, extra)
 
 
 def _reason(text: str) -> str:

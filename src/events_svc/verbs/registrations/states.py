@@ -6,18 +6,23 @@ row hold a seat (`event.holds_seat`, asked of the database), writes the state, t
 sale status and who set it (`state_origin`: `sale` or, on a sale-linked row,
 `officer`), stamps `date_closed` on `done` when it is empty, arms the schedulers
 when the row enters `open` from `draft` or `cancel` (re-confirming an open row, and
-`open -> done`, never do), and writes the audit row. The officer verbs (`confirm`,
-`set_draft`, `set_done`) call it through `transition()`, which adds the officer's
-rules: a cancelled registration leaves `cancel` only through reactivation (409
-`use_reactivate`), and nothing enters `open` on a cancelled event. Cancel and
-reactivate, which need a reason, are `corrections`; the desk and the attendance
-import mark `done` with it. The sale seam
-calls it for its heal and its cancel cascade, where a paid attendee may be lifted
-past a full event (`overbook`: flagged, never refused).
+`open -> done`, never do), and writes the audit row and the webhook facts
+(`registration.state_changed` with `from` and `to`, and `registration.checked_in` on
+entering `done`). The officer verbs (`confirm`, `set_draft`, `set_done`) call it
+through `transition()`, which adds the officer's rules: a cancelled registration leaves
+`cancel` only through reactivation (409 `use_reactivate`), and nothing enters `open` on
+a cancelled event. Cancel and reactivate, which need a reason, are `corrections`; the
+desk and the attendance import mark `done` with it. The sale seam calls it for its heal
+and its cancel cascade, where a paid attendee may be lifted past a full event
+(`overbook`: flagged, never refused); the waiting list for its accepts and releases.
 
 Lock order: event row, then slot and ticket rows when seats are re-checked, then
 the registration row, then scheduler rows. `version` is bumped by every write and
 checked against If-Match when sent.
+
+Archiving changes no state, but it takes the row out of the seats and the mails (and
+unarchiving puts it back): it records `registration.state_changed` too, with `from` and
+`to` the same state and the data's `active` saying which way.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from events_svc.db import Connection, Pool, must, transaction
 from events_svc.models import RegistrationState
 from events_svc.verbs.audit import write_audit
 from events_svc.verbs.common import check_if_match
+from events_svc.verbs.facts import record_registration_facts
 from events_svc.verbs.leads import queue_for_registrations
 from events_svc.verbs.mail import arm_entering_open
 from events_svc.verbs.registrations.records import find_registration, lock_registration, read_many
@@ -107,6 +113,23 @@ async def _entering(conn: Connection, before: Seen, after: Seen) -> tuple[bool, 
     return bool(row["takes_seat"]), bool(row["gets_mail"])
 
 
+async def record_transitions(
+    conn: Connection, registration_ids: list[UUID], before: State, after: State, now: datetime
+) -> None:
+    """The webhook facts of registrations `write_state` moved from `before` to `after` (as
+    written), one statement per type for all of them: `registration.state_changed`, and
+    `registration.checked_in` when they enter `done`; none when the state stays (a sale
+    status alone moved: `order.applied` says so)."""
+    if before == after:
+        return
+    change = {"from": before, "to": after}
+    await record_registration_facts(
+        conn, "registration.state_changed", registration_ids, now, change
+    )
+    if after == "done":
+        await record_registration_facts(conn, "registration.checked_in", registration_ids, now)
+
+
 async def write_state(
     conn: Connection,
     actor: Actor,
@@ -120,12 +143,14 @@ async def write_state(
     sale_status: str | None,
     overbook: bool = False,
     note: dict[str, Any] | None = None,
+    facts: bool = True,
 ) -> bool:
     """The one transition of a locked registration; answers whether it overbooked.
 
     `reg` is the row as `lock_registration` read it. With `overbook`, a seat shortage
     is answered instead of refused (the sale seam's heal: a paid attendee is never
-    stranded)."""
+    stranded). Without `facts`, the caller records the webhook facts of its whole batch
+    with `record_transitions` (the attendance import: one statement, not one a row)."""
     current, active = reg["state"], reg["active"]
     takes_seat, _ = await _entering(
         conn,
@@ -164,6 +189,8 @@ async def write_state(
         event_id=event["id"],
         summary=summary,
     )
+    if facts:
+        await record_transitions(conn, [reg["id"]], current, target, now)
     return overbooked
 
 
@@ -257,5 +284,9 @@ async def set_active(
                 registration_id,
                 event_id=event["id"],
                 summary={"state": reg["state"]},
+            )
+            same = {"from": state, "to": state}  # the data's `active` says which way
+            await record_registration_facts(
+                conn, "registration.state_changed", [registration_id], now, same
             )
         return (await read_many(conn, [registration_id]))[0]

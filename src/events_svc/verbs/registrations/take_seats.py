@@ -11,9 +11,11 @@ ticket rows, each set in id order. Then, for each request in arrival order, the 
 per-order cap, answers) and the seats, counted once per scope under the lock
 (`seats.SeatLedger`) and taken from the running count. A refused request takes nothing
 and gets its own typed refusal; a group is all or nothing. Then one INSERT for every
-accepted attendee with their audit rows, their answers, the lead queue and the arm rule
-for the rows entering `open`. Barcodes are 8 random bytes as a decimal string; a
-collision with an existing barcode is retried with a fresh one.
+accepted attendee with their audit rows, their answers, the lead queue, the arm rule
+for the rows entering `open`, and one statement for their webhook facts
+(`registration.created`, one per row: every path that mints a row comes here). Barcodes
+are 8 random bytes as a decimal string; a collision with an existing barcode is retried
+with a fresh one.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from events_svc import errors
 from events_svc.actors import Actor
 from events_svc.db import Connection
 from events_svc.models import AnswerInput, AttendeeInput
+from events_svc.verbs.facts import record_registration_facts
 from events_svc.verbs.leads import queue_for_registrations
 from events_svc.verbs.mail import arm_entering_open
 from events_svc.verbs.registrations.answers import (
@@ -379,7 +382,8 @@ async def register_batch_in(
 
 
 async def _write(conn: Connection, event: dict[str, Any], accepted: list[_Accepted]) -> None:
-    """The accepted requests' rows, answers, lead queue and arming, each set once."""
+    """The accepted requests' rows, answers, lead queue, arming and webhook facts, each
+    set once."""
     await _insert(conn, event, accepted)
     answer_rows = [
         (view["id"], answer)
@@ -409,6 +413,8 @@ async def _write(conn: Connection, event: dict[str, Any], accepted: list[_Accept
     opened = [v["id"] for a in accepted if a.request.state == "open" for v in a.views]
     if event["has_schedulers"] and opened:
         await arm_entering_open(conn, event["id"], opened, earliest, stamped=True)
+    created = [v["id"] for a in accepted for v in a.views]
+    await record_registration_facts(conn, "registration.created", created, earliest)
     with_answers = [a for a in accepted if any(rows for _, rows in a.resolved)]
     for a in with_answers:  # the views carry no answers yet: read them back
         a.views = await read_many(conn, [v["id"] for v in a.views])

@@ -13,6 +13,11 @@ The decisions are docs/architecture.md, "The sale seam":
 - cancelled: every row of the order goes to `cancel`; `sale_status` is kept;
   booths are untouched.
 
+Each applied fact records one `order.applied` webhook fact (the order's company; its one
+event, or none when it names several): the order's id and state after it, the fact's
+name, and the ids of the registrations it touched and skipped and of their events; no
+attendee data. A redelivery the inbox answers applies nothing and records nothing.
+
 An order is (company, order id) (`orders`): a fact reads and writes its own company's
 order row, and touches only the registrations and booth bookings of that order (rows
 minted by it carry `sale_order_company_id`, bookings `order_company_id`) on events the
@@ -41,6 +46,7 @@ from events_svc.db import Connection
 from events_svc.models import AttendeeInput
 from events_svc.models.sale import OrderConfirmed, SeamLine
 from events_svc.verbs.booths import book_for_order_line, latch_paid_booths
+from events_svc.verbs.facts import record_fact
 from events_svc.verbs.registrations import (
     MintState,
     RegisterRequest,
@@ -186,6 +192,32 @@ async def _visible(conn: Connection, actor: Actor, event_id: UUID) -> set[UUID]:
     return await _lock_events_and_scopes(conn, actor, {event_id}, set(), set())
 
 
+async def _record_applied(
+    conn: Connection,
+    order: OrderKey,
+    fact: str,
+    order_state: str,
+    effect: Effect,
+    event_ids: set[UUID],
+    now: datetime,
+) -> None:
+    """The `order.applied` webhook fact of one applied order fact: ids and states only."""
+    events = sorted(event_ids)
+    data = {
+        "order_id": str(order.order_id),
+        "fact": fact,
+        "order_state": order_state,
+        "registration_ids": [str(r) for r in effect.registration_ids],
+        "skipped_ids": [str(r) for r in effect.skipped_ids],
+        "overbooked": effect.overbooked,
+        "event_ids": [str(e) for e in events],
+    }
+    one = events[0] if len(events) == 1 else None
+    await record_fact(
+        conn, "order.applied", now, company_id=order.company_id, event_id=one, data=data
+    )
+
+
 def _refuse_for_line(refused: errors.DomainError, line: SeamLine) -> errors.DomainError:
     refused.fields.setdefault("line_id", str(line.line_id))
     return refused
@@ -277,6 +309,8 @@ async def apply_confirmed(
             )
         except errors.DomainError as refused:
             raise _refuse_for_line(refused, line) from None
+    named = {line.event_id for line in cmd.lines if line.attendees or line.booth_ids}
+    await _record_applied(conn, order, "confirmed", order_state, effect, named, now)
     return effect
 
 
@@ -356,6 +390,7 @@ async def apply_paid(conn: Connection, actor: Actor, order: OrderKey, now: datet
     await latch_paid_booths(
         conn, order_id, company_id=order.company_id, viewer=actor.company_id, now=now
     )
+    await _record_applied(conn, order, "paid", "sale", effect, set(events), now)
     return effect
 
 
@@ -385,4 +420,5 @@ async def apply_cancelled(conn: Connection, actor: Actor, order: OrderKey, now: 
         )
         effect.registration_ids.append(reg["id"])
     await conn.execute(_MIRROR, order.company_id, order_id, "cancel", actor.company_id)
+    await _record_applied(conn, order, "cancelled", "cancel", effect, set(events), now)
     return effect

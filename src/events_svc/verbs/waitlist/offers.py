@@ -27,6 +27,12 @@ Accepting turns the drafts into `open` through the one state transition (armed l
 new attendee); declining, an operator's removal and an expiry cancel them, which frees
 their seats and wakes the pass (the `registrations_wake_waitlist` trigger). Every
 deadline is read against the database's clock.
+
+Webhook facts: `waitlist.offered` for every offer made (one statement for the page), and
+`waitlist.accepted` for an accept, each the entry as written (ids, seats, status, times,
+its held registrations), its name, email and phone only in the facts' PII. The drafts'
+own facts (`registration.created`, `registration.state_changed`) come from the register
+verb and the one transition.
 """
 
 from __future__ import annotations
@@ -142,6 +148,21 @@ SELECT (SELECT name FROM event.tickets WHERE id = $1) AS ticket_name,
 FROM (SELECT 1) one LEFT JOIN event.slots s ON s.id = $2
 """
 _DB_NOW = "SELECT clock_timestamp()"
+# the webhook facts of entries, as written: ids, seats, status and times in the data, the
+# person's name, email and phone in the PII (delivered only with `include_pii`); the
+# event's company, as a registration's (the entry's copy does not follow a company move)
+_ENTRY_FACTS = """
+INSERT INTO event.webhook_facts (company_id, event_id, type, occurred_at, data, pii)
+SELECT e.company_id, w.event_id, $2::text, $3, jsonb_build_object(
+        'waitlist_entry_id', w.id, 'event_id', w.event_id, 'event_ticket_id', w.event_ticket_id,
+        'event_slot_id', w.event_slot_id, 'seats', w.seats, 'status', w.status,
+        'offered_at', w.offered_at, 'offer_expires_at', w.offer_expires_at,
+        'decided_at', w.decided_at, 'registration_ids', to_jsonb(w.registration_ids)),
+    jsonb_build_object('name', w.name, 'email', w.email, 'phone', w.phone)
+FROM event.waitlist_entry w JOIN event.events e ON e.id = w.event_id
+WHERE w.id = ANY($1::uuid[]) AND event.webhook_listens(e.company_id, w.event_id, $2::text)
+ORDER BY w.created_at, w.id
+"""
 
 
 @dataclass(frozen=True)
@@ -260,6 +281,7 @@ async def _offer(
         for e, reg in made
     ]
     await conn.execute(_OFFERED, rows, at)  # the pool's codec writes the jsonb
+    await conn.execute(_ENTRY_FACTS, [e["id"] for e, _ in made], "waitlist.offered", now)
     for entry, reg in made:
         entry.update(
             status="offered",
@@ -701,6 +723,7 @@ async def accept(
                     note={"source": "waitlist"},
                 )
             entry = dict(must(await conn.fetchrow(_CLOSE, entry_id, "accepted")))
+            await conn.execute(_ENTRY_FACTS, [entry_id], "waitlist.accepted", now)
             await write_audit(
                 conn,
                 WAITLIST_ACTOR,
