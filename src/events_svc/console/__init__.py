@@ -27,6 +27,7 @@ from events_svc.console.pages import (
     operations,
     registrations,
     templates,
+    webhooks,
 )
 from events_svc.console.web import STATIC, SignInRequired, base_path, page, plain_query
 from events_svc.routes.deps import ServiceContext
@@ -129,6 +130,7 @@ def console_app(ctx: ServiceContext) -> FastAPI:
         operations,
         mail,
         templates,
+        webhooks,
     ):
         app.include_router(module.router)
 

@@ -25,4 +25,14 @@ NOTICES: dict[str, str] = {
     "waitlist_saved": "The waiting-list settings are saved.",
     "waitlist_offered": "The offer is made; its seats are held until its deadline.",
     "waitlist_removed": "The entry is off the waiting list; a held offer is released.",
+    "webhook_saved": "The endpoint is saved.",
+    "webhook_enabled": "The endpoint is enabled; deliveries resume.",
+    "webhook_disabled": "The endpoint is disabled; nothing is sent to it until it is enabled.",
+    "webhook_pinged": "A ping is queued; its attempt is in the delivery log.",
+    "webhook_redelivered": "The message is queued again now, with the same message id.",
+    "webhook_deleted": "The endpoint is deleted, with its messages and its delivery log.",
+    "webhook_replayed": (
+        "This form was sent already: this is the endpoint it made. Its secret was shown "
+        "once; rotate the secret if you did not keep it."
+    ),
 }
