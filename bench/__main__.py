@@ -50,6 +50,11 @@ Part 11. The waiting list (`bench/waitlist.py`): N entries waiting on a full eve
 seats (`--waitlist N`, 5 000), N/5 seats freed at once, the offer passes timed and checked;
 then waiting-list joins against intake registrations through HTTP, side by side.
 
+Part 12. Webhooks (`bench/webhooks.py`): N registrations (`--webhooks N`, 1 000) through a real
+service whose delivery loop fans them out to 3 endpoints on a local receiver (deliveries/s,
+written live and as a backlog); then the hot registration path through HTTP with the
+endpoints off and on, side by side.
+
 Database: EVENTS_BENCH_ADMIN_URL (a superuser URL) or a fresh embedded PostgreSQL.
 """
 
@@ -85,6 +90,7 @@ from bench.leads import LEADS_HEADER, leads_run
 from bench.operations import OPERATIONS_HEADER, operations_run
 from bench.seam import SEAM_HEADER, seam_run
 from bench.waitlist import JOIN_HEADER, OFFERS_HEADER, waitlist_run
+from bench.webhooks import FANOUT_HEADER, HOT_HEADER, webhooks_run
 from events_svc import migrate
 from events_svc.actors import SYSTEM
 from events_svc.adapters.standalone import standalone_ports
@@ -319,6 +325,12 @@ def main() -> None:
         default=5_000,
         help="waiting entries of the waiting-list benchmark, on 2N seats (0 skips it)",
     )
+    parser.add_argument(
+        "--webhooks",
+        type=int,
+        default=1_000,
+        help="registrations of the webhooks benchmark, 3 endpoints each (0 skips it)",
+    )
     args = parser.parse_args()
     sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
     concurrency = [int(x) for x in args.concurrency.split(",")]
@@ -401,6 +413,17 @@ def main() -> None:
             print("\nWaiting-list joins against intake registrations, one service, HTTP:")
             print(JOIN_HEADER)
             print("\n".join(joins))
+        if args.webhooks:
+            n = args.webhooks
+            print(f"\nWebhooks: {n:,} registrations fanned out to 3 endpoints:\n" + FANOUT_HEADER,
+                  flush=True)  # fmt: skip
+            fanout, hot = asyncio.run(webhooks_run(admin_url, n, args.seconds))
+            print(f"\nWebhooks: {n:,} registrations, 3 endpoints, a local receiver:")
+            print(FANOUT_HEADER)
+            print("\n".join(fanout))
+            print("\nThe hot registration path, endpoints off and on, one service, HTTP:")
+            print(HOT_HEADER)
+            print("\n".join(hot))
 
 
 if __name__ == "__main__":
