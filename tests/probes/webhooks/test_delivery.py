@@ -280,3 +280,45 @@ async def test_a_stopped_loop_records_what_it_had_in_flight(
         await slow.wait_for(1, within=5)
         await asyncio.wait_for(hand.stop(), 10)
         assert [r["state"] for r in await log(admin, hook["id"])] == ["succeeded"]
+
+
+async def test_an_idle_loop_sleeps_even_while_unheard_facts_and_empty_fan_outs_happen(
+    admin: httpx.AsyncClient, app: Any, clock: Clock
+):
+    hand = hand_loop(app, clock)
+    turns = 0
+    turn = hand.turn
+
+    async def counted() -> Any:
+        nonlocal turns
+        turns += 1
+        return await turn()
+
+    hand.turn = counted  # type: ignore[method-assign]
+    scheduler = app.state.events  # the probe app's scheduler is off: listen for the loop
+    from events_svc.webhook_loop import WAKE_CHANNEL
+
+    async with scheduler.db().acquire() as conn:
+        await conn.add_listener(WAKE_CHANNEL, hand.notify)
+        hand.start()
+        await asyncio.sleep(0.3)
+        event = (
+            await admin.post(
+                "/admin/events",
+                json={
+                    "name": "Quiet",
+                    "date_begin": "2027-05-10T09:00:00Z",
+                    "date_end": "2027-05-10T18:00:00Z",
+                    "date_tz": "UTC",
+                },
+            )
+        ).json()
+        for i in range(5):  # facts nobody listens to: no row, no wake
+            r = await admin.post(
+                "/admin/registrations", json={"event_id": event["id"], "name": f"Q{i}"}
+            )
+            assert r.status_code == 201, r.text
+        await asyncio.sleep(1)
+        await hand.stop()
+        await conn.remove_listener(WAKE_CHANNEL, hand.notify)
+    assert turns <= 2  # the first turn, and perhaps its own empty fan-out's: never a spin
