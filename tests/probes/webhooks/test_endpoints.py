@@ -122,7 +122,16 @@ async def test_one_event_only_and_include_pii_needs_the_pii_scope(
         )
         assert patch == (403, "missing_scope")
         assert (await api_status(plain, "GET", "/admin/events")) == (403, "missing_scope")
-    assert (await create(admin, include_pii=True))["include_pii"] is True
+    pii = await create(admin, include_pii=True)
+    assert pii["include_pii"] is True
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=api.app), base_url=str(admin.base_url), headers=headers
+    ) as plain:  # without registration:pii, a PII endpoint cannot be pointed elsewhere
+        for method, path, kw in [
+            ("PATCH", f"/admin/webhooks/{pii['id']}", {"json": {"url": HOOK + "/other"}}),
+            ("POST", f"/admin/webhooks/{pii['id']}/rotate-secret", {}),
+        ]:
+            assert await api_status(plain, method, path, **kw) == (403, "missing_scope")
     reader = await api.token("event:read")
     async with httpx.AsyncClient(
         transport=httpx.ASGITransport(app=api.app), base_url=str(admin.base_url), headers=reader

@@ -177,6 +177,7 @@ async def patch_endpoint(
     async with transaction(pool) as conn:
         await lock_endpoint(conn, actor, endpoint_id)
         current = await find_endpoint(conn, actor, endpoint_id)
+        _check_pii(actor, current["include_pii"])  # its url, types or secret lead to PII
         if changes.get("event_id") is not None:
             await get_event_row(conn, actor, changes["event_id"])
         row = {**current, **changes}
@@ -219,6 +220,7 @@ async def rotate_secret(
     until = now + ROTATION_OVERLAP
     async with transaction(pool) as conn:
         await lock_endpoint(conn, actor, endpoint_id)
+        _check_pii(actor, (await find_endpoint(conn, actor, endpoint_id))["include_pii"])
         await conn.execute(_ROTATE, endpoint_id, secret, until, now)
         await write_audit(
             conn,
