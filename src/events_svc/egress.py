@@ -4,9 +4,15 @@ for every delivery to it.
 A URL is `http` or `https`, with a host and no credentials. Its host (a name, or an
 address written literally) must resolve only to public addresses: never a loopback,
 private, link-local, carrier-grade NAT (100.64/10), multicast, unspecified or reserved
-one, IPv4 or IPv6, an IPv4 address mapped into IPv6 judged as the IPv4 address it
-carries. `EVENTS_WEBHOOK_ALLOW_PRIVATE=true` lifts the address rule (a test, or a private
-network the operator trusts); the URL's shape is always checked.
+one, IPv4 or IPv6. An IPv6 address that carries an IPv4 one at a fixed place (mapped
+`::ffff:0:0/96`, NAT64 `64:ff9b::/96` and `64:ff9b:1::/96`) is judged as that IPv4
+address. Refused whatever they carry (the IPv4 end a tunnel reaches cannot be judged):
+6to4 `2002::/16` and its relays `192.88.99.0/24`, Teredo `2001::/32`, IPv4-compatible
+`::/96`, the rest of the local-use NAT64 `64:ff9b:1::/48` (its longer-prefix forms embed
+the IPv4 elsewhere), and site-local `fec0::/10`. These are a table of our own, not the
+stdlib's flags, which miss some of them and differ between Python versions.
+`EVENTS_WEBHOOK_ALLOW_PRIVATE=true` lifts the address rule (a test, or a private network
+the operator trusts); the URL's shape is always checked.
 
 The delivery connects to the address the guard approved (`EgressGuard.addresses`, called
 by the sender's connection), so a name cannot resolve to a public address for the check
@@ -28,7 +34,23 @@ from events_svc import errors
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 Resolver = Callable[[str, int], Awaitable[list[str]]]
 RESOLVE_TIMEOUT_S = 5.0
-_CGNAT = ipaddress.ip_network("100.64.0.0/10")
+# IPv6 blocks whose last 32 bits are an IPv4 address, judged as that address (RFC 4291,
+# RFC 6052, RFC 8215); checked before `_REFUSED`, which holds a wider block of one of them
+_CARRY_IPV4 = tuple(
+    ipaddress.IPv6Network(block) for block in ("::ffff:0:0/96", "64:ff9b::/96", "64:ff9b:1::/96")
+)
+_REFUSED = tuple(
+    ipaddress.ip_network(block)
+    for block in (
+        "100.64.0.0/10",  # carrier-grade NAT (RFC 6598)
+        "192.88.99.0/24",  # 6to4 relay anycast (RFC 7526)
+        "::/96",  # IPv4-compatible, deprecated (RFC 4291); also :: and ::1
+        "2001::/32",  # Teredo: a tunnel to an IPv4 end (RFC 4380)
+        "2002::/16",  # 6to4: a tunnel to an IPv4 end (RFC 3056), deprecated (RFC 7526)
+        "64:ff9b:1::/48",  # local-use NAT64 outside its /96 form (RFC 8215)
+        "fec0::/10",  # site-local, deprecated (RFC 3879)
+    )
+)
 
 
 async def system_resolver(host: str, port: int) -> list[str]:
@@ -41,13 +63,13 @@ async def system_resolver(host: str, port: int) -> list[str]:
 
 def is_public(address: Address) -> bool:
     """Whether a request may go to `address` (see the module docstring)."""
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        return is_public(address.ipv4_mapped)
+    if isinstance(address, ipaddress.IPv6Address) and any(address in b for b in _CARRY_IPV4):
+        return is_public(ipaddress.IPv4Address(int(address) & 0xFFFFFFFF))
     if address.is_multicast or address.is_unspecified or address.is_reserved:
         return False
     if address.is_loopback or address.is_link_local or address.is_private:
         return False
-    if isinstance(address, ipaddress.IPv4Address) and address in _CGNAT:
+    if any(address.version == b.version and address in b for b in _REFUSED):
         return False
     return address.is_global
 

@@ -179,7 +179,23 @@ async def test_another_company_endpoint_answers_like_a_missing_one(
         "http://192.168.1.20/hook",
         "http://[fe80::1]/hook",
         "http://[fd00::1]/hook",
+        "http://[fec0::1]/hook",  # site-local (deprecated)
+        "http://192.88.99.1/hook",  # the 6to4 relay anycast
+        "http://[2002:a00:1::1]/hook",  # 6to4 of 10.0.0.1
+        "http://[2002:5db8:d822::1]/hook",  # 6to4 of a public address: all 6to4 refused
+        "http://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/hook",  # Teredo
+        "http://[2001::1]/hook",  # Teredo
+        "http://[64:ff9b::a00:1]/hook",  # NAT64 of 10.0.0.1
+        "http://[64:ff9b::169.254.169.254]/hook",  # NAT64 of the metadata address
+        "http://[64:ff9b::7f00:1]/hook",  # NAT64 of 127.0.0.1
+        "http://[64:ff9b:1::c0a8:114]/hook",  # local-use NAT64 of 192.168.1.20
+        # local-use NAT64 of 10.0.0.1 in a /48 form, its last 32 bits a public address
+        "http://[64:ff9b:1:a00:0:100:5db8:d822]/hook",
+        "http://[::a00:1]/hook",  # IPv4-compatible 10.0.0.1
+        "http://[::93.184.216.34]/hook",  # IPv4-compatible: refused whatever it carries
         "https://intranet.example.com/hook",  # resolves to a private address
+        "https://nat64.example.com/hook",  # resolves to NAT64 of a private address
+        "https://sixtofour.example.com/hook",  # resolves to 6to4
         "https://mixed.example.com/hook",  # one public, one private address
         "https://user:pw@hooks.example.com/in",
         "ftp://hooks.example.com/in",
@@ -192,6 +208,8 @@ async def test_the_guard_refuses_what_is_not_public(
 ):
     names["intranet.example.com"] = ["10.1.2.3"]
     names["mixed.example.com"] = [PUBLIC, "192.168.0.9"]
+    names["nat64.example.com"] = ["64:ff9b::a00:5"]
+    names["sixtofour.example.com"] = ["2002:5db8:d822::1"]
     assert await api_status(admin, "POST", "/admin/webhooks", json=body(url=url)) == (
         422,
         "webhook_url_not_allowed",
@@ -208,5 +226,10 @@ async def test_public_addresses_and_names_not_yet_resolvable_are_accepted(
 ):
     assert (await create(admin, url=f"https://{PUBLIC}/in"))["url"] == f"https://{PUBLIC}/in"
     assert (await create(admin, url="http://[2606:4700::1111]/in"))["active"]
+    # NAT64 (an IPv6-only host's DNS64 answer) and IPv4-mapped: judged as the IPv4 carried
+    for carried in ("64:ff9b::5db8:d822", "64:ff9b:1::5db8:d822", "::ffff:93.184.216.34"):
+        assert (await create(admin, url=f"http://[{carried}]/in"))["active"], carried
+    names["dns64.example.com"] = ["64:ff9b::5db8:d822"]
+    assert (await create(admin, url="https://dns64.example.com/in"))["active"]
     # no answer yet: accepted, and every delivery checks again before it connects
     assert (await create(admin, url="https://not-yet.example.net/in"))["active"]
