@@ -232,6 +232,7 @@ async def service_lifespan(ctx: ServiceContext) -> AsyncIterator[None]:
             WebhookOptions.from_settings(ctx.settings),
             ctx.clock,
             ctx.metrics,
+            ctx.metrics.load,
         )
         ctx.webhooks = hooks
         hooks.start()

@@ -53,10 +53,56 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(line, default=str)
 
 
+class Load:
+    """How much of the time this process serves requests: the background loops' yield.
+
+    `RequestObserver` counts the requests in flight; `share()` is the fraction of the last
+    window (at least `WINDOW_S`) during which at least one was, so a loop that competes
+    with them for the process (the webhook deliveries) can slow down while they saturate
+    it and go full speed when they leave room.
+    """
+
+    WINDOW_S = 0.5
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self.inflight = 0
+        self.busy_since = 0.0
+        self.busy_total = 0.0  # seconds with at least one request in flight, closed spans
+        self.window_at = clock()
+        self.window_busy = 0.0
+        self.last_share = 0.0
+
+    def begin(self) -> None:
+        if self.inflight == 0:
+            self.busy_since = self.clock()
+        self.inflight += 1
+
+    def end(self) -> None:
+        self.inflight -= 1
+        if self.inflight == 0:
+            self.busy_total += self.clock() - self.busy_since
+
+    def busy_seconds(self) -> float:
+        open_span = self.clock() - self.busy_since if self.inflight else 0.0
+        return self.busy_total + open_span
+
+    def share(self) -> float:
+        """The busy fraction of the last complete window (0.0 to 1.0)."""
+        now = self.clock()
+        if now - self.window_at >= self.WINDOW_S:
+            busy = self.busy_seconds()
+            self.last_share = min(1.0, (busy - self.window_busy) / (now - self.window_at))
+            self.window_at, self.window_busy = now, busy
+        return self.last_share
+
+
 class Metrics:
-    """The service's metrics, in a registry of their own (one per app)."""
+    """The service's metrics, in a registry of their own (one per app), and the process's
+    request load (`load`)."""
 
     def __init__(self) -> None:
+        self.load = Load()
         self.registry = CollectorRegistry()
         r = self.registry
         self.requests = Counter(
@@ -182,6 +228,8 @@ class RequestObserver:
         token = request_id_var.set(rid)
         status = 500
         start = time.perf_counter()
+        load = self.metrics.load
+        load.begin()
 
         async def send_with_id(message: Message) -> None:
             nonlocal status
@@ -193,6 +241,7 @@ class RequestObserver:
         try:
             await self.app(scope, receive, send_with_id)
         finally:
+            load.end()
             took = time.perf_counter() - start
             route = getattr(scope.get("route"), "path", None) or "unmatched"
             self.metrics.requests.labels(scope["method"], route, str(status)).inc()

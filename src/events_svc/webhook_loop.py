@@ -1,20 +1,28 @@
 """The webhook delivery loop, started by the app lifespan beside the outbox drainer.
 
 A turn: record the answers that came back since the last turn (one statement), fan the
-written facts out into messages, claim the due attempts of every active endpoint (at
-most `QUEUE` per endpoint in this process, leased, `SKIP LOCKED`: any number of
-processes run it side by side), and start them. Each attempt runs as its own task, at
-most `PER_ENDPOINT` at once per endpoint, so a slow receiver holds back only its own
-messages; its answer wakes the loop for the next turn.
+written facts out into messages, claim the due attempts of the active endpoints (leased,
+`SKIP LOCKED`: any number of processes run it side by side; at most `PER_ENDPOINT` in
+flight to one endpoint, counted across every process, so a slow receiver holds back only
+its own messages), and start each as its own task; its answer wakes the loop for the
+next turn.
 
 It never spins: it sleeps until the earliest waiting attempt is due or `FLOOR_S`, and
 wakes early when a fact or an attempt is written (`NOTIFY event_webhook_due`, heard on
 the scheduler's LISTEN connection) or an answer comes back. Due attempts it cannot take
-(another process's claim holds them) make it wait longer each time; a failing turn (the
-database away) waits 5 s doubling to 5 min. Stopping waits for the attempts in flight
-(each ends within its 10 s), records them, then closes the client. A process killed
-mid-attempt leaves its claimed attempts leased: they are due again when the lease runs
-out and are sent again with the same `webhook-id` (at least once).
+(another process holds their endpoint's slots) make it wait longer each time; a failing
+turn (the database away) waits 5 s doubling to 5 min.
+
+Deliveries yield to the requests: while requests kept this process busy for
+`BUSY_SHARE` of the last half second (`Load.share`), a turn fans out and claims at most
+`BUSY_BATCH` and the next turn waits `BUSY_TURN_S` (16 attempts a second), so a
+registration surge keeps its throughput; the backlog goes out at full speed once the
+surge leaves room.
+
+Stopping waits for the attempts in flight (each ends within its 10 s), records them,
+then closes the client. A process killed mid-attempt leaves its claimed attempts leased:
+they are due again when the lease runs out and are sent again with the same
+`webhook-id` (at least once).
 """
 
 from __future__ import annotations
@@ -23,29 +31,29 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
-from uuid import UUID
 
 from events_svc.db import Pool
 from events_svc.diagnostics import doubling, error_fields
-from events_svc.observability import Metrics
+from events_svc.observability import Load, Metrics
 from events_svc.settings import Settings
 from events_svc.verbs.webhooks import pass_
 
 log = logging.getLogger("events_svc.webhooks")
 
-WAKE_CHANNEL = "event_webhook_due"
-PER_ENDPOINT = 4  # attempts in flight at once to one endpoint, per process
-QUEUE = 16  # attempts one process claims ahead per endpoint (lease >> QUEUE / 4 * 10 s)
+WAKE_CHANNEL = pass_.WAKE_CHANNEL
+PER_ENDPOINT = 4  # attempts in flight at once to one endpoint, across every process
 FLOOR_S = 300.0
 FAILED_FIRST_S, FAILED_MAX_S = 5.0, 300.0
 BLOCKED_FIRST_S, BLOCKED_MAX_S = 0.2, 10.0
 SWEEP_EVERY_S = 600.0
 SWEEP_BATCH = 5000
+BUSY_SHARE = 0.75  # requests in flight this share of the time: deliveries yield
+BUSY_BATCH = 8  # facts fanned out and attempts claimed by a turn while yielding
+BUSY_TURN_S = 0.5  # the least time between two turns while yielding
 
 
 class Sender(Protocol):
@@ -89,11 +97,11 @@ class WebhookLoop:
         options: WebhookOptions,
         clock: Callable[[], datetime],
         metrics: Metrics | None = None,
+        load: Load | None = None,
     ) -> None:
         self.pool, self.sender, self.options = pool, sender, options
-        self.clock, self.metrics = clock, metrics
-        self.held: Counter[UUID] = Counter()  # claimed by this process, not yet recorded
-        self.gates: dict[UUID, asyncio.Semaphore] = {}
+        self.clock, self.metrics, self.load = clock, metrics, load
+        self.yielding = False  # the last turn yielded to the requests
         self.answers: list[pass_.Outcome] = []
         self.flights: set[asyncio.Task[None]] = set()
         self.wake = asyncio.Event()
@@ -131,9 +139,6 @@ class WebhookLoop:
         except Exception:
             self.answers = answers + self.answers  # kept for the next turn
             raise
-        for outcome in answers:
-            self.held[outcome.job.endpoint_id] -= 1
-        self.held += Counter()  # drop the endpoints at zero
         for endpoint_id in recorded.disabled:
             log.warning(
                 "webhook endpoint disabled", extra={"fields": {"endpoint_id": str(endpoint_id)}}
@@ -141,13 +146,11 @@ class WebhookLoop:
         return recorded.recorded
 
     async def _deliver(self, job: pass_.Job) -> None:
-        gate = self.gates.setdefault(job.endpoint_id, asyncio.Semaphore(PER_ENDPOINT))
-        async with gate:
-            try:
-                answer = await self.sender.send(job.url, job.secrets, job.webhook_id, job.body)
-            except Exception as exc:  # a sender bug: this attempt fails and is retried
-                log.error("webhook sender raised", extra={"fields": error_fields(exc)})
-                answer = pass_.Answer(None, 0, "error")
+        try:
+            answer = await self.sender.send(job.url, job.secrets, job.webhook_id, job.body)
+        except Exception as exc:  # a sender bug: this attempt fails and is retried
+            log.error("webhook sender raised", extra={"fields": error_fields(exc)})
+            answer = pass_.Answer(None, 0, "error")
         outcome = pass_.settle(job, answer, self.clock())
         self._observe(outcome)
         self.answers.append(outcome)
@@ -170,7 +173,6 @@ class WebhookLoop:
             log.warning("webhook delivery attempt failed", extra={"fields": fields})
 
     def _start(self, job: pass_.Job) -> None:
-        self.held[job.endpoint_id] += 1
         flight = asyncio.create_task(self._deliver(job), name="events-webhook-attempt")
         self.flights.add(flight)
         flight.add_done_callback(self.flights.discard)
@@ -178,16 +180,22 @@ class WebhookLoop:
     async def turn(self) -> datetime | None:
         """Record, fan out, claim and start; when work is due next (None: nothing)."""
         pool, options = self.pool(), self.options
+        self.yielding = self.load is not None and self.load.share() >= BUSY_SHARE
         await self.flush()
         now = self.clock()
-        while (await pass_.fan_out(pool, now, options.fan_out_batch))[0] >= options.fan_out_batch:
-            pass
+        if self.yielding:
+            await pass_.fan_out(pool, now, BUSY_BATCH)
+        else:
+            batch = options.fan_out_batch
+            while (await pass_.fan_out(pool, now, batch))[0] >= batch:
+                pass
         if not self.stopping.is_set():
-            for job in await pass_.claim(pool, now, dict(self.held), QUEUE, options.lease):
+            limit = BUSY_BATCH if self.yielding else None
+            for job in await pass_.claim(pool, now, PER_ENDPOINT, options.lease, limit):
                 self._start(job)
         if time.monotonic() - self.swept_at >= SWEEP_EVERY_S:
             self.swept_at = time.monotonic()
-            await pass_.sweep(pool, now - options.retention, SWEEP_BATCH)
+            await pass_.sweep(pool, now, now - options.retention, SWEEP_BATCH)
         return await pass_.next_due(pool, self.clock())
 
     async def tick(self) -> float:
@@ -211,6 +219,9 @@ class WebhookLoop:
         if until > 0:
             self.blocked = 0
             return min(until, FLOOR_S)
+        if self.yielding:  # more is due: the next turn, after BUSY_TURN_S
+            self.blocked = 0
+            return BUSY_TURN_S
         if self.flights:  # due attempts wait behind this process's own: an answer wakes it
             self.blocked = 0
             return FLOOR_S
@@ -221,6 +232,13 @@ class WebhookLoop:
         while not self.stopping.is_set():
             self.wake.clear()
             delay = await self.tick()
-            event = self.stopping if self.failing else self.wake
+            if self.yielding:  # not woken sooner than this
+                await self._sleep(self.stopping, BUSY_TURN_S)
+                delay = max(0.0, delay - BUSY_TURN_S)
+            await self._sleep(self.stopping if self.failing else self.wake, delay)
+
+    @staticmethod
+    async def _sleep(event: asyncio.Event, seconds: float) -> None:
+        if seconds > 0:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(event.wait(), timeout=delay)
+                await asyncio.wait_for(event.wait(), timeout=seconds)

@@ -4,8 +4,9 @@ secret, and ping.
 An endpoint belongs to the actor's company (a platform actor's: every company's facts).
 The fence is strict: a company actor sees only its own endpoints; another company's, or a
 platform one, answers like a missing one (404). `include_pii` needs `registration:pii`
-(403 `missing_scope`), at create and at every patch that sets it. The URL passes the
-egress guard at every write (422 `webhook_url_not_allowed`).
+(403 `missing_scope`), at create and at every patch that sets it; turning it off takes
+the PII out of the messages the endpoint keeps (waiting ones are sent without it). The
+URL passes the egress guard at every write (422 `webhook_url_not_allowed`).
 
 A secret is `whsec_` and the base64 of 32 random bytes, returned by create and rotate
 only; audit rows name the change, never the secret. A rotation keeps the previous secret
@@ -28,6 +29,7 @@ from events_svc.egress import EgressGuard
 from events_svc.verbs.audit import write_audit
 from events_svc.verbs.common import clamp_limit, decode_cursor, page
 from events_svc.verbs.fence import get_event_row
+from events_svc.verbs.webhooks import pass_
 
 ROTATION_OVERLAP = timedelta(hours=24)
 # the strict fence: a company actor sees its own endpoints only (`$2`: its company)
@@ -62,6 +64,13 @@ UPDATE event.webhook_endpoints SET url = $2, event_types = $3, event_id = $4,
 WHERE id = $1
 """
 _DELETE = "DELETE FROM event.webhook_endpoints WHERE id = $1"
+# `include_pii` turned off: the PII keys leave the bodies the endpoint keeps
+_SCRUB = """
+UPDATE event.webhook_messages
+SET body = jsonb_set(body::jsonb, '{data}', (body::jsonb -> 'data') - pii_keys)::text,
+    pii_keys = NULL
+WHERE endpoint_id = $1 AND pii_keys IS NOT NULL
+"""
 _ROTATE = """
 UPDATE event.webhook_endpoints
 SET previous_secret = secret, previous_secret_until = $3, secret = $2, updated_at = $4
@@ -193,6 +202,10 @@ async def patch_endpoint(
             row["active"],
             now,
         )
+        if current["include_pii"] and not row["include_pii"]:
+            await conn.execute(_SCRUB, endpoint_id)
+        if row["active"] and not current["active"]:
+            await pass_.wake(conn)  # its waiting attempts are due again
         await write_audit(
             conn,
             actor,

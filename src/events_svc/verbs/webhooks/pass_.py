@@ -4,23 +4,31 @@
   message per endpoint that wants each (`event.webhook_wants`), its body fixed now (the
   names of the event and ticket added; the attendee's PII only for `include_pii`), with
   its first attempt due now, and deletes the facts: one statement.
-- `claim`: per active endpoint, its due attempts, at most `room` of them less what this
-  process already holds for it, leased until `lease_until` (`SKIP LOCKED`: any number of
-  processes claim disjoint rows; a dead holder's rows are due again when the lease ends).
+- `claim`: per active endpoint with due attempts (its row locked, `SKIP LOCKED`: one
+  claimer at a time per endpoint, any number of processes side by side), its due
+  attempts up to `per_endpoint` less the ones leased right now by any process, oldest
+  first, at most `limit` in all, leased until `lease_until` (a dead holder's rows are
+  due again when the lease ends). So an endpoint never has more than `per_endpoint`
+  attempts in flight, however many processes deliver.
 - `record`: every answer of a flush in one statement, only onto rows whose lease the
   flush still holds: the attempt's state, the next attempt of a retried message, and the
-  endpoints' health (a 410 disables at once; 5 days of nothing but failures disable).
+  health of the endpoints whose health moves (locked in id order, so two processes'
+  flushes never deadlock): a 410 disables at once; 5 days of nothing but failures
+  disable.
+- `sweep`: messages past the retention whose attempts are over, or whose endpoint is
+  disabled (what waits for a disabled endpoint waits at most that long), and previous
+  secrets past their overlap.
 - `settle`: 2xx succeeded; else retried after 5 s, 5 min, 30 min, 2 h, 5 h, 10 h and
   10 h, then failed; a 410 fails at once.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from uuid import UUID
 
-from events_svc.db import Pool, affected, connection, transaction
+from events_svc.db import Connection, Pool, affected, connection, transaction
 
 SCHEDULE = (
     timedelta(seconds=5),
@@ -32,6 +40,10 @@ SCHEDULE = (
     timedelta(hours=10),
 )
 GONE = 410
+# the passes LISTEN here: a written fact or a queued attempt NOTIFYs it at commit (the
+# tables' triggers); a verb that makes waiting attempts due without inserting (an endpoint
+# enabled again, a redelivery) calls `wake`
+WAKE_CHANNEL = "event_webhook_due"
 
 _FAN_OUT = """
 WITH taken AS (
@@ -47,11 +59,15 @@ WITH taken AS (
     LEFT JOIN event.events e ON e.id = fact.event_id
     LEFT JOIN event.tickets t ON t.id = (fact.data ->> 'event_ticket_id')::uuid
 ), msg AS (
-    INSERT INTO event.webhook_messages (endpoint_id, event_type, body, created_at)
+    INSERT INTO event.webhook_messages (endpoint_id, event_type, body, pii_keys, created_at)
     SELECT w.id, n.type, jsonb_build_object('type', n.type, 'timestamp', n.occurred_at,
-        'data', n.data || CASE WHEN w.include_pii THEN n.pii ELSE '{}'::jsonb END)::text, $2
+        'data', n.data || CASE WHEN w.include_pii THEN n.pii ELSE '{}'::jsonb END)::text,
+        CASE WHEN w.include_pii AND n.pii <> '{}' THEN
+            ARRAY(SELECT jsonb_object_keys(n.pii)) END, $2
     FROM named n
-    JOIN event.webhook_endpoints w ON event.webhook_wants(w, n.company_id, n.event_id, n.type)
+    JOIN event.webhook_endpoints w ON w.active
+        AND (w.company_id = n.company_id OR w.company_id IS NULL OR n.company_id IS NULL)
+        AND event.webhook_wants(w, n.company_id, n.event_id, n.type)
     ORDER BY n.id
     RETURNING id, endpoint_id
 ), queued AS (
@@ -62,21 +78,30 @@ WITH taken AS (
 SELECT (SELECT count(*) FROM fact) AS facts, (SELECT count(*) FROM msg) AS messages
 """
 _CLAIM = """
-WITH room AS (
-    SELECT * FROM unnest($2::uuid[], $3::int[]) AS r(endpoint_id, held)
+WITH ready AS (
+    SELECT w.id FROM event.webhook_endpoints w
+    WHERE w.active AND EXISTS (
+        SELECT 1 FROM event.webhook_deliveries d
+        WHERE d.endpoint_id = w.id AND d.state = 'pending' AND d.next_attempt_at <= $1)
+    ORDER BY w.id
+    FOR NO KEY UPDATE SKIP LOCKED
 ), due AS (
-    SELECT d.id FROM event.webhook_endpoints w
-    LEFT JOIN room ON room.endpoint_id = w.id
+    SELECT d.id, d.next_attempt_at FROM ready
     CROSS JOIN LATERAL (
-        SELECT d.id FROM event.webhook_deliveries d
-        WHERE d.endpoint_id = w.id AND d.state = 'pending' AND d.next_attempt_at <= $1
+        SELECT count(*) AS n FROM event.webhook_deliveries h
+        WHERE h.endpoint_id = ready.id AND h.state = 'pending' AND h.lease_until > $1
+    ) held
+    CROSS JOIN LATERAL (
+        SELECT d.id, d.next_attempt_at FROM event.webhook_deliveries d
+        WHERE d.endpoint_id = ready.id AND d.state = 'pending' AND d.next_attempt_at <= $1
         ORDER BY d.next_attempt_at
-        LIMIT greatest(0, $4 - coalesce(room.held, 0))
+        LIMIT greatest(0, $2 - held.n)
         FOR UPDATE SKIP LOCKED
     ) d
-    WHERE w.active
+    ORDER BY d.next_attempt_at
+    LIMIT $3
 )
-UPDATE event.webhook_deliveries d SET lease_until = $5, next_attempt_at = $5
+UPDATE event.webhook_deliveries d SET lease_until = $4, next_attempt_at = $4
 FROM due, event.webhook_messages m, event.webhook_endpoints w
 WHERE d.id = due.id AND m.id = d.message_id AND w.id = d.endpoint_id
 RETURNING d.id, d.message_id, d.endpoint_id, d.attempt, m.event_type, m.body, w.url,
@@ -109,20 +134,27 @@ WITH r AS (
         count(*) AS attempts
     FROM done GROUP BY endpoint_id
 ), judged AS (
-    SELECT h.*, w.active AS was_active,
+    SELECT h.endpoint_id, h.gone,
         CASE WHEN h.ok THEN NULL ELSE coalesce(w.failing_since, h.first_failure) END AS since
     FROM health h JOIN event.webhook_endpoints w ON w.id = h.endpoint_id
+), moving AS (  -- only the endpoints whose health moves, locked in id order
+    SELECT w.id, w.active AS was_active, j.gone, j.since
+    FROM event.webhook_endpoints w JOIN judged j ON j.endpoint_id = w.id
+    WHERE w.failing_since IS DISTINCT FROM j.since
+       OR (w.active AND (j.gone OR j.since <= $9 - $10::interval))
+    ORDER BY w.id
+    FOR NO KEY UPDATE OF w
 ), endpoint AS (
     UPDATE event.webhook_endpoints w
-    SET failing_since = j.since,
-        active = w.active AND NOT j.gone AND (j.since IS NULL OR j.since > $9 - $10::interval),
+    SET failing_since = m.since,
+        active = w.active AND NOT m.gone AND (m.since IS NULL OR m.since > $9 - $10::interval),
         disabled_reason = CASE
             WHEN NOT w.active THEN w.disabled_reason
-            WHEN j.gone THEN 'gone'
-            WHEN j.since <= $9 - $10::interval THEN 'failing'
+            WHEN m.gone THEN 'gone'
+            WHEN m.since <= $9 - $10::interval THEN 'failing'
         END
-    FROM judged j WHERE w.id = j.endpoint_id
-    RETURNING w.id, w.active, w.disabled_reason, j.was_active
+    FROM moving m WHERE w.id = m.id
+    RETURNING w.id, w.active, m.was_active
 )
 SELECT (SELECT sum(attempts) FROM health)::int AS recorded,
     ARRAY(SELECT id FROM endpoint WHERE was_active AND NOT active) AS disabled
@@ -136,11 +168,16 @@ SELECT CASE WHEN EXISTS (SELECT 1 FROM event.webhook_facts) THEN $1::timestamptz
 _SWEEP = """
 DELETE FROM event.webhook_messages m WHERE m.id IN (
     SELECT old.id FROM event.webhook_messages old
-    WHERE old.created_at < $1 AND NOT EXISTS (
+    JOIN event.webhook_endpoints w ON w.id = old.endpoint_id
+    WHERE old.created_at < $1 AND (NOT w.active OR NOT EXISTS (
         SELECT 1 FROM event.webhook_deliveries d
-        WHERE d.message_id = old.id AND d.state = 'pending')
+        WHERE d.message_id = old.id AND d.state = 'pending'))
     ORDER BY old.created_at LIMIT $2
-    FOR UPDATE SKIP LOCKED)
+    FOR UPDATE OF old SKIP LOCKED)
+"""
+_FORGET_SECRETS = """
+UPDATE event.webhook_endpoints SET previous_secret = NULL, previous_secret_until = NULL
+WHERE previous_secret_until <= $1
 """
 _PENDING = "SELECT count(*) FROM event.webhook_deliveries WHERE state = 'pending'"
 FAILING_LIMIT = timedelta(days=5)
@@ -155,9 +192,9 @@ class Job:
     endpoint_id: UUID
     attempt: int
     event_type: str
-    body: bytes
-    url: str
-    secrets: tuple[str, ...]
+    body: bytes = field(repr=False)  # PII, for an endpoint with include_pii
+    url: str = field(repr=False)  # a receiver may carry a token in its query
+    secrets: tuple[str, ...] = field(repr=False)
     lease_until: datetime
 
     @property
@@ -204,6 +241,11 @@ class Recorded:
     disabled: list[UUID]
 
 
+async def wake(conn: Connection) -> None:
+    """Wake every delivery pass when this transaction commits."""
+    await conn.execute("SELECT pg_notify($1, '')", WAKE_CHANNEL)
+
+
 async def fan_out(pool: Pool, now: datetime, limit: int) -> tuple[int, int]:
     """Make messages of up to `limit` facts: (facts taken, messages made)."""
     async with transaction(pool) as conn:
@@ -214,16 +256,15 @@ async def fan_out(pool: Pool, now: datetime, limit: int) -> tuple[int, int]:
 async def claim(
     pool: Pool,
     now: datetime,
-    held: dict[UUID, int],
-    room: int,
+    per_endpoint: int,
     lease: timedelta,
+    limit: int | None = None,
 ) -> list[Job]:
-    """Due attempts of every active endpoint, at most `room` per endpoint counting the
-    `held` ones this process already works on, leased until `now + lease`."""
+    """Due attempts of the active endpoints, at most `per_endpoint` leased at once to
+    each (counting every process's), at most `limit` in all, leased until `now + lease`."""
     until = now + lease
-    ids, counts = list(held), list(held.values())
     async with transaction(pool) as conn:
-        rows = await conn.fetch(_CLAIM, now, ids, counts, room, until)
+        rows = await conn.fetch(_CLAIM, now, per_endpoint, limit, until)
     return [
         Job(
             id=r["id"],
@@ -273,10 +314,12 @@ async def next_due(pool: Pool, now: datetime) -> datetime | None:
     return due
 
 
-async def sweep(pool: Pool, before: datetime, limit: int) -> int:
+async def sweep(pool: Pool, now: datetime, before: datetime, limit: int) -> int:
     """Delete up to `limit` messages written before `before` whose attempts are all over
-    (their delivery log goes with them)."""
+    or whose endpoint is disabled (their delivery log goes with them), and forget the
+    previous secrets whose overlap ended by `now`."""
     async with transaction(pool) as conn:
+        await conn.execute(_FORGET_SECRETS, now)
         return affected(await conn.execute(_SWEEP, before, limit))
 
 
