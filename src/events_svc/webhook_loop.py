@@ -50,6 +50,8 @@ FLOOR_S = 300.0
 FAILED_FIRST_S, FAILED_MAX_S = 5.0, 300.0
 BLOCKED_FIRST_S, BLOCKED_MAX_S = 0.2, 10.0
 SWEEP_EVERY_S = 600.0
+FAN_OUT_EVERY_S = 60.0  # a fan-out without a wake: a NOTIFY lost with its connection
+DUE_FRESH_S = 0.5  # how long a turn with attempts in flight reuses the last next-due read
 SWEEP_BATCH = 5000
 BUSY_SHARE = 0.75  # requests in flight this share of the time: deliveries yield
 BUSY_BATCH = 8  # facts fanned out and attempts claimed by a turn while yielding
@@ -110,8 +112,14 @@ class WebhookLoop:
         self.failing = 0
         self.blocked = 0
         self.swept_at = 0.0
+        self.facts_due = True  # a wake was heard since the last fan-out that emptied
+        self.fanned_at = 0.0
+        self.due: tuple[float, datetime | None] | None = None  # (read at, next due)
 
     def notify(self, *_: Any) -> None:
+        """A NOTIFY: facts or attempts were written somewhere."""
+        self.facts_due = True
+        self.due = None
         self.wake.set()
 
     def start(self) -> None:
@@ -181,22 +189,33 @@ class WebhookLoop:
         """Record, fan out, claim and start; when work is due next (None: nothing)."""
         pool, options = self.pool(), self.options
         self.yielding = self.load is not None and self.load.share() >= BUSY_SHARE
-        await self.flush()
-        now = self.clock()
-        if self.yielding:
-            await pass_.fan_out(pool, now, BUSY_BATCH)
-        else:
-            batch = options.fan_out_batch
+        if await self.flush():
+            self.due = None  # a retry may now wait
+        now, tick = self.clock(), time.monotonic()
+        if self.facts_due or tick - self.fanned_at >= FAN_OUT_EVERY_S:
+            self.facts_due, self.fanned_at = False, tick  # a wake from now on sets it again
+            batch = BUSY_BATCH if self.yielding else options.fan_out_batch
             while (await pass_.fan_out(pool, now, batch))[0] >= batch:
-                pass
+                if self.yielding:  # the rest at the next turn
+                    self.facts_due = True
+                    break
         if not self.stopping.is_set():
             limit = BUSY_BATCH if self.yielding else None
             for job in await pass_.claim(pool, now, PER_ENDPOINT, options.lease, limit):
                 self._start(job)
-        if time.monotonic() - self.swept_at >= SWEEP_EVERY_S:
-            self.swept_at = time.monotonic()
+        if tick - self.swept_at >= SWEEP_EVERY_S:
+            self.swept_at = tick
             await pass_.sweep(pool, now, now - options.retention, SWEEP_BATCH)
-        return await pass_.next_due(pool, self.clock())
+        # with attempts in flight an answer wakes the next turn: a fresh read is not needed
+        # at every one
+        if (
+            self.due is None
+            or not self.flights
+            or self.yielding
+            or tick - self.due[0] >= DUE_FRESH_S
+        ):
+            self.due = (tick, await pass_.next_due(pool, self.clock()))
+        return self.due[1]
 
     async def tick(self) -> float:
         """One turn, then the seconds to sleep before the next (never zero)."""

@@ -38,7 +38,9 @@ def hand_loop(app: Any, clock: Clock, *, timeout_s: float = 2.0) -> WebhookLoop:
 
 async def turn_until_quiet(loop: WebhookLoop, turns: int = 50) -> None:
     """Turn the loop until nothing it can do now is left: no attempt in flight, every
-    answer recorded, nothing due at the loop's clock."""
+    answer recorded, nothing due at the loop's clock. The hand loop listens to nothing:
+    this stands in for the NOTIFY of what the probe wrote since its last turn."""
+    loop.notify()
     for _ in range(turns):
         due = await loop.turn()
         if loop.flights:
