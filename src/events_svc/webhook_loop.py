@@ -11,7 +11,11 @@ It never spins: it sleeps until the earliest waiting attempt is due or `FLOOR_S`
 wakes early when a fact or an attempt is written (`NOTIFY event_webhook_due`, heard on
 the scheduler's LISTEN connection) or an answer comes back. Due attempts it cannot take
 (another process holds their endpoint's slots) make it wait longer each time; a failing
-turn (the database away) waits 5 s doubling to 5 min.
+turn (the database away) waits 5 s doubling to 5 min. A turn fans out only after a wake
+(or when a minute passed without one: a NOTIFY lost with its connection), and a turn
+while attempts are in flight reads when work is due next at most every half second
+(an answer wakes the next turn anyway): a turn driven by answers is two statements, the
+record and the claim.
 
 Deliveries yield to the requests: while requests kept this process busy for
 `BUSY_SHARE` of the last half second (`Load.share`), a turn fans out and claims at most
