@@ -12,7 +12,7 @@ wakes early when a fact or an attempt is written (`NOTIFY event_webhook_due`, he
 the scheduler's LISTEN connection) or an answer comes back. Due attempts it cannot take
 (another process holds their endpoint's slots) make it wait longer each time; a failing
 turn (the database away) waits 5 s doubling to 5 min. A turn fans out only after a wake
-(or when a minute passed without one: a NOTIFY lost with its connection), and a turn
+(or when `FLOOR_S` passed without one: a NOTIFY lost with its connection), and a turn
 while attempts are in flight reads when work is due next at most every half second
 (an answer wakes the next turn anyway): a turn driven by answers is two statements, the
 record and the claim.
@@ -50,13 +50,13 @@ log = logging.getLogger("events_svc.webhooks")
 
 WAKE_CHANNEL = pass_.WAKE_CHANNEL
 PER_ENDPOINT = 4  # attempts in flight at once to one endpoint, across every process
-FLOOR_S = 300.0
+FLOOR_S = 60.0  # the longest sleep: also the fan-out without a wake (a NOTIFY lost)
 FAILED_FIRST_S, FAILED_MAX_S = 5.0, 300.0
 BLOCKED_FIRST_S, BLOCKED_MAX_S = 0.2, 10.0
 SWEEP_EVERY_S = 600.0
-FAN_OUT_EVERY_S = 60.0  # a fan-out without a wake: a NOTIFY lost with its connection
 DUE_FRESH_S = 0.5  # how long a turn with attempts in flight reuses the last next-due read
 SWEEP_BATCH = 5000
+SWEEP_AGAIN_S = 1.0  # a full sweep: the next one after this, not SWEEP_EVERY_S
 BUSY_SHARE = 0.75  # requests in flight this share of the time: deliveries yield
 BUSY_BATCH = 8  # facts fanned out and attempts claimed by a turn while yielding
 BUSY_TURN_S = 0.5  # the least time between two turns while yielding
@@ -196,20 +196,22 @@ class WebhookLoop:
         if await self.flush():
             self.due = None  # a retry may now wait
         now, tick = self.clock(), time.monotonic()
-        if self.facts_due or tick - self.fanned_at >= FAN_OUT_EVERY_S:
+        if self.facts_due or tick - self.fanned_at >= FLOOR_S:
             self.facts_due, self.fanned_at = False, tick  # a wake from now on sets it again
             batch = BUSY_BATCH if self.yielding else options.fan_out_batch
             while (await pass_.fan_out(pool, now, batch))[0] >= batch:
                 if self.yielding:  # the rest at the next turn
                     self.facts_due = True
                     break
-        if not self.stopping.is_set():
-            limit = BUSY_BATCH if self.yielding else None
+        free = pass_.MAX_IN_FLIGHT - len(self.flights)
+        limit = min(BUSY_BATCH, free) if self.yielding else free
+        if limit > 0 and not self.stopping.is_set():
             for job in await pass_.claim(pool, now, PER_ENDPOINT, options.lease, limit):
                 self._start(job)
         if tick - self.swept_at >= SWEEP_EVERY_S:
             self.swept_at = tick
-            await pass_.sweep(pool, now, now - options.retention, SWEEP_BATCH)
+            if await pass_.sweep(pool, now, now - options.retention, SWEEP_BATCH) >= SWEEP_BATCH:
+                self.swept_at -= SWEEP_EVERY_S - SWEEP_AGAIN_S
         # with attempts in flight an answer wakes the next turn: a fresh read is not needed
         # at every one
         if (

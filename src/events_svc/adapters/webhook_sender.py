@@ -84,7 +84,9 @@ class WebhookSender:
 
     def __init__(self, guard: EgressGuard, *, timeout_s: float = TIMEOUT_S) -> None:
         self.timeout_s = timeout_s
-        limits = httpx.Limits(max_connections=200, max_keepalive_connections=100)
+        limits = httpx.Limits(
+            max_connections=pass_.MAX_IN_FLIGHT, max_keepalive_connections=pass_.MAX_IN_FLIGHT // 2
+        )
         self.client = httpx.AsyncClient(
             transport=_GuardedTransport(guard, limits),
             timeout=httpx.Timeout(timeout_s),

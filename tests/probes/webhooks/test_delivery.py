@@ -126,8 +126,11 @@ async def test_the_schedule_is_spent_after_eight_attempts_then_failed(
     hook = await endpoint(admin, f"{sink.url}/in")
     await ping(admin, hook["id"])
     await turn_until_quiet(loop)
-    for wait in SCHEDULE:
-        clock.now += wait
+    # the contract's schedule, written out: a retry comes this long after each failure
+    minutes = [5 / 60, 5, 30, 120, 300, 600, 600]
+    assert [wait / timedelta(minutes=1) for wait in SCHEDULE] == minutes
+    for wait in minutes:
+        clock.now += timedelta(minutes=wait)
         await turn_until_quiet(loop)
     rows = await log(admin, hook["id"])
     assert [r["state"] for r in rows] == ["failed"] + ["retrying"] * 7

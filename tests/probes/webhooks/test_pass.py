@@ -123,7 +123,8 @@ async def test_deliveries_yield_while_requests_keep_the_process_busy(
         await settle(hand)
         assert len(sink.got()) == 14  # still busy: the rest up to four per endpoint
         busy.given = 0.2  # the requests left room: no pause, no batch limit
-        assert await hand.tick() is None or not hand.yielding
+        await hand.tick()
+        assert not hand.yielding
         await turn_until_quiet(hand)
         assert len(sink.got()) == 15
     finally:
@@ -240,12 +241,70 @@ async def test_the_sweep_forgets_old_messages_of_a_disabled_endpoint_and_old_sec
         assert r.status_code == 200
         r = await admin.post(f"/admin/webhooks/{live['id']}/rotate-secret")
         assert r.status_code == 200
+        with receiver() as fine:
+            done = await endpoint(admin, f"{fine.url}/done")
+            await pings(admin, done["id"], 1)
+            await turn_until_quiet(loop)
+        assert [d["state"] for d in await log(admin, done["id"])] == ["succeeded"]
         pool = app.state.events.db()
         later = clock() + timedelta(days=40)
-        assert await pass_.sweep(pool, later, later - timedelta(days=30), 100) == 1
-        assert await log(admin, paused["id"]) == []  # its waiting message went too
+        assert await pass_.sweep(pool, later, later - timedelta(days=30), 100) == 2
+        assert not await log(admin, paused["id"])  # its waiting message went too
+        assert not await log(admin, done["id"])  # delivered and old
         assert sorted(d["state"] for d in await log(admin, live["id"])) == ["pending", "retrying"]
         row = await endpoint_row(pool, live["id"])
         assert row["previous_secret"] is None and row["previous_secret_until"] is None
         r = await admin.get(f"/admin/webhooks/{live['id']}")
         assert r.json()["rotation_ends_at"] is None
+
+
+async def test_concurrent_claims_never_lease_more_than_four_attempts_of_one_endpoint(
+    admin: httpx.AsyncClient, app: Any, loop: WebhookLoop, clock: Clock
+):
+    hook = await endpoint(admin, "http://127.0.0.1:9/in")
+    await pings(admin, hook["id"], 30)
+    pool = app.state.events.db()
+    await pass_.fan_out(pool, clock(), 500)
+    lease = timedelta(minutes=2)
+    for _ in range(5):  # each round after the last one's leases ran out
+        claims = [pass_.claim(pool, clock(), PER_ENDPOINT, lease) for _ in range(4)]
+        taken = [job for jobs in await asyncio.gather(*claims) for job in jobs]
+        assert len(taken) == PER_ENDPOINT  # four connections at once, four leases in all
+        async with pool.acquire() as conn:
+            held = await conn.fetchval(
+                "SELECT count(*) FROM event.webhook_deliveries"
+                " WHERE endpoint_id = $1 AND lease_until > $2",
+                hook["id"],
+                clock(),
+            )
+        assert held == PER_ENDPOINT
+        clock.move(seconds=lease.total_seconds() + 1)
+
+
+async def test_a_message_made_with_pii_goes_without_it_once_the_endpoint_stops_receiving_it(
+    admin: httpx.AsyncClient, app: Any, loop: WebhookLoop, clock: Clock
+):
+    hook = await endpoint(admin, "http://127.0.0.1:9/in", include_pii=True)
+    event = await make_event(admin)
+    person = {"name": "Ada Lovelace", "email": "ada@example.org", "phone": "+4420794609"}
+    r = await admin.post("/admin/registrations", json={"event_id": event["id"], **person})
+    assert r.status_code == 201, r.text
+    pool = app.state.events.db()
+    await pass_.fan_out(pool, clock(), 500)
+    async with pool.acquire() as conn:
+        # what a fan-out that overlapped the patch turning include_pii off leaves behind
+        await conn.execute(
+            "UPDATE event.webhook_endpoints SET include_pii = false WHERE id = $1", hook["id"]
+        )
+    (job,) = await pass_.claim(pool, clock(), PER_ENDPOINT, timedelta(minutes=2))
+    sent = json.loads(job.body)["data"]
+    assert not PII & set(sent) and sent["event_name"] == event["name"]
+    assert b"ada@example.org" not in job.body
+    kept = "SELECT body, pii_keys FROM event.webhook_messages WHERE endpoint_id = $1"
+    async with pool.acquire() as conn:
+        assert (await conn.fetchrow(kept, hook["id"]))["pii_keys"] is not None
+    await pass_.sweep(pool, clock(), clock() - timedelta(days=30), 100)
+    async with pool.acquire() as conn:
+        row = await conn.fetchrow(kept, hook["id"])
+    assert row["pii_keys"] is None and "ada@example.org" not in row["body"]
+    assert json.loads(row["body"])["data"] == sent

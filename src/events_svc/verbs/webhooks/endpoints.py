@@ -67,8 +67,7 @@ _DELETE = "DELETE FROM event.webhook_endpoints WHERE id = $1"
 # `include_pii` turned off: the PII keys leave the bodies the endpoint keeps
 _SCRUB = """
 UPDATE event.webhook_messages
-SET body = jsonb_set(body::jsonb, '{data}', (body::jsonb -> 'data') - pii_keys)::text,
-    pii_keys = NULL
+SET body = event.webhook_body_without_pii(body, pii_keys), pii_keys = NULL
 WHERE endpoint_id = $1 AND pii_keys IS NOT NULL
 """
 _ROTATE = """

@@ -77,14 +77,19 @@ WITH taken AS (
 )
 SELECT (SELECT count(*) FROM fact) AS facts, (SELECT count(*) FROM msg) AS messages
 """
+# the endpoints with due attempts that no other claim holds, locked until the claim commits:
+# the claim's own statement, which starts after this lock, sees every lease of the others
+_READY = """
+SELECT w.id FROM event.webhook_endpoints w
+WHERE w.active AND EXISTS (
+    SELECT 1 FROM event.webhook_deliveries d
+    WHERE d.endpoint_id = w.id AND d.state = 'pending' AND d.next_attempt_at <= $1)
+ORDER BY w.id
+FOR NO KEY UPDATE SKIP LOCKED
+"""
 _CLAIM = """
 WITH ready AS (
-    SELECT w.id FROM event.webhook_endpoints w
-    WHERE w.active AND EXISTS (
-        SELECT 1 FROM event.webhook_deliveries d
-        WHERE d.endpoint_id = w.id AND d.state = 'pending' AND d.next_attempt_at <= $1)
-    ORDER BY w.id
-    FOR NO KEY UPDATE SKIP LOCKED
+    SELECT unnest($5::uuid[]) AS id
 ), due AS (
     SELECT d.id, d.next_attempt_at FROM ready
     CROSS JOIN LATERAL (
@@ -104,7 +109,9 @@ WITH ready AS (
 UPDATE event.webhook_deliveries d SET lease_until = $4, next_attempt_at = $4
 FROM due, event.webhook_messages m, event.webhook_endpoints w
 WHERE d.id = due.id AND m.id = d.message_id AND w.id = d.endpoint_id
-RETURNING d.id, d.message_id, d.endpoint_id, d.attempt, m.event_type, m.body, w.url,
+RETURNING d.id, d.message_id, d.endpoint_id, d.attempt, m.event_type,
+    CASE WHEN w.include_pii THEN m.body
+        ELSE event.webhook_body_without_pii(m.body, m.pii_keys) END AS body, w.url,
     w.secret, CASE WHEN w.previous_secret_until > $1 THEN w.previous_secret END AS previous
 """
 _RECORD = """
@@ -138,7 +145,7 @@ WITH r AS (
         CASE WHEN h.ok THEN NULL ELSE coalesce(w.failing_since, h.first_failure) END AS since
     FROM health h JOIN event.webhook_endpoints w ON w.id = h.endpoint_id
 ), moving AS (  -- only the endpoints whose health moves, locked in id order
-    SELECT w.id, w.active AS was_active, j.gone, j.since
+    SELECT w.id, w.active AS was_active, j.gone, j.since, w.failing_since AS current_failing
     FROM event.webhook_endpoints w JOIN judged j ON j.endpoint_id = w.id
     WHERE w.failing_since IS DISTINCT FROM j.since
        OR (w.active AND (j.gone OR j.since <= $9 - $10::interval))
@@ -153,7 +160,11 @@ WITH r AS (
             WHEN m.gone THEN 'gone'
             WHEN m.since <= $9 - $10::interval THEN 'failing'
         END
-    FROM moving m WHERE w.id = m.id
+    FROM (  -- a failure keeps the earlier first failure another record wrote meanwhile
+        SELECT id, gone, was_active,
+            CASE WHEN since IS NOT NULL THEN least(since, current_failing) END AS since
+        FROM moving
+    ) m WHERE w.id = m.id
     RETURNING w.id, w.active, m.was_active
 )
 SELECT (SELECT sum(attempts) FROM health)::int AS recorded,
@@ -175,12 +186,22 @@ DELETE FROM event.webhook_messages m WHERE m.id IN (
     ORDER BY old.created_at LIMIT $2
     FOR UPDATE OF old SKIP LOCKED)
 """
+# a message made by a fan-out that overlapped the patch turning `include_pii` off
+_SCRUB_STRAYS = """
+UPDATE event.webhook_messages m
+SET body = event.webhook_body_without_pii(m.body, m.pii_keys), pii_keys = NULL
+FROM event.webhook_endpoints w
+WHERE NOT w.include_pii AND m.endpoint_id = w.id AND m.pii_keys IS NOT NULL
+"""
 _FORGET_SECRETS = """
 UPDATE event.webhook_endpoints SET previous_secret = NULL, previous_secret_until = NULL
 WHERE previous_secret_until <= $1
 """
 _PENDING = "SELECT count(*) FROM event.webhook_deliveries WHERE state = 'pending'"
 FAILING_LIMIT = timedelta(days=5)
+# attempts one process has in flight at most: the sender's connections, so an attempt never
+# waits for one of ours and times out on a receiver that did nothing wrong
+MAX_IN_FLIGHT = 200
 
 
 @dataclass(frozen=True)
@@ -264,7 +285,10 @@ async def claim(
     each (counting every process's), at most `limit` in all, leased until `now + lease`."""
     until = now + lease
     async with transaction(pool) as conn:
-        rows = await conn.fetch(_CLAIM, now, per_endpoint, limit, until)
+        ready = [r["id"] for r in await conn.fetch(_READY, now)]
+        if not ready:
+            return []
+        rows = await conn.fetch(_CLAIM, now, per_endpoint, limit, until, ready)
     return [
         Job(
             id=r["id"],
@@ -316,10 +340,12 @@ async def next_due(pool: Pool, now: datetime) -> datetime | None:
 
 async def sweep(pool: Pool, now: datetime, before: datetime, limit: int) -> int:
     """Delete up to `limit` messages written before `before` whose attempts are all over
-    or whose endpoint is disabled (their delivery log goes with them), and forget the
-    previous secrets whose overlap ended by `now`."""
+    or whose endpoint is disabled (their delivery log goes with them), forget the
+    previous secrets whose overlap ended by `now`, and take the PII out of the messages
+    kept for an endpoint that no longer receives it."""
     async with transaction(pool) as conn:
         await conn.execute(_FORGET_SECRETS, now)
+        await conn.execute(_SCRUB_STRAYS)
         return affected(await conn.execute(_SWEEP, before, limit))
 
 
