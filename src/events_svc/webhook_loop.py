@@ -49,7 +49,7 @@ from events_svc.verbs.webhooks import pass_
 log = logging.getLogger("events_svc.webhooks")
 
 WAKE_CHANNEL = pass_.WAKE_CHANNEL
-PER_ENDPOINT = 4  # attempts in flight at once to one endpoint, across every process
+PER_ENDPOINT = pass_.PER_ENDPOINT
 FLOOR_S = 60.0  # the longest sleep: also the fan-out without a wake (a NOTIFY lost)
 FAILED_FIRST_S, FAILED_MAX_S = 5.0, 300.0
 BLOCKED_FIRST_S, BLOCKED_MAX_S = 0.2, 10.0

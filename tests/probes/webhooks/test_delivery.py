@@ -16,6 +16,8 @@ import httpx
 import pytest
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
+from events_svc.adapters.webhook_sender import POOL_IDLE_S, WebhookSender
+from events_svc.egress import EgressGuard
 from events_svc.verbs.webhooks.pass_ import SCHEDULE
 from events_svc.webhook_loop import WebhookLoop
 from tests.probes.helpers import api_status
@@ -325,3 +327,30 @@ async def test_an_idle_loop_sleeps_even_while_unheard_facts_and_empty_fan_outs_h
         await hand.stop()
         await conn.remove_listener(WAKE_CHANNEL, hand.notify)
     assert turns <= 2  # the first turn, and perhaps its own empty fan-out's: never a spin
+
+
+async def test_the_sender_keeps_a_pool_per_receiver_and_closes_one_left_idle():
+    now = [0.0]
+    sender = WebhookSender(EgressGuard(allow_private=True), clock=lambda: now[0])
+    secret = ("whsec_" + "A" * 44,)
+
+    async def send(url: str) -> None:
+        answer = await sender.send(url, secret, "msg_1", b"{}")
+        assert answer.ok, answer
+
+    try:
+        with receiver() as one, receiver() as other:
+            for url in (f"{one.url}/a", f"{one.url}/b", f"{other.url}/a"):
+                await send(url)
+            assert len(sender.pools.pools) == 3  # a path is a receiver of its own
+            now[0] = POOL_IDLE_S - 1
+            await send(f"{other.url}/a")  # nothing idle long enough yet
+            assert len(sender.pools.pools) == 3
+            now[0] = POOL_IDLE_S + 60
+            await send(f"{other.url}/a")  # the two others were unused for 360 s: closed
+            assert [key[3] for key in sender.pools.pools] == ["/a"]
+            assert len(other.got()) == 3
+            await send(f"{one.url}/a")  # a new pool, as on first use
+            assert len(sender.pools.pools) == 2 and len(one.got()) == 3
+    finally:
+        await sender.close()

@@ -199,6 +199,7 @@ WHERE previous_secret_until <= $1
 """
 _PENDING = "SELECT count(*) FROM event.webhook_deliveries WHERE state = 'pending'"
 FAILING_LIMIT = timedelta(days=5)
+PER_ENDPOINT = 4  # attempts in flight at once to one endpoint, across every process
 # attempts one process has in flight at most: the sender's connections, so an attempt never
 # waits for one of ours and times out on a receiver that did nothing wrong
 MAX_IN_FLIGHT = 200
