@@ -25,6 +25,7 @@ from events_svc.verbs.registrations import (
     register_batch_in,
     register_in,
 )
+from events_svc.verbs.webhooks import pass_
 from tests.probes.helpers import (
     Api,
     add_ticket,
@@ -247,6 +248,29 @@ async def test_nothing_is_written_when_no_endpoint_listens(
             (mine, other["id"]),
             (mine, event["id"]),
         ]
+    finally:
+        await client.aclose()
+
+
+async def test_the_fan_out_gives_a_company_s_fact_to_its_endpoints_and_the_platform_s_only(
+    api: Api, pool: asyncpg.Pool
+) -> None:
+    mine, theirs = uuid.uuid4(), uuid.uuid4()
+    client = await company_client(api, mine)
+    try:
+        event = await make_event(client)
+        await hook(pool, "registration.created", company=mine)
+        await hook(pool, "registration.created", company=theirs)
+        await hook(pool, "registration.created")  # a platform endpoint
+        await hook(pool, "registration.created", company=mine, active=False)
+        await attendee(client, event["id"])
+        assert await pass_.fan_out(pool, datetime.now(UTC), 500) == (1, 2)
+        reached = await pool.fetch(
+            "SELECT w.company_id FROM event.webhook_messages m"
+            " JOIN event.webhook_endpoints w ON w.id = m.endpoint_id"
+            " ORDER BY w.company_id NULLS LAST"
+        )
+        assert [r["company_id"] for r in reached] == [mine, None]
     finally:
         await client.aclose()
 
