@@ -3,7 +3,10 @@
 
 `script` is a list of answers taken one per request (then `default`): a status as text
 (`"200"`, `"500"`, `"410"`), `"302"` (a redirect to `/elsewhere` on the same server),
-`"hang"` (answer nothing for `hang_s`) or `"slow"` (wait `delay_s`, then 200).
+`"hang"` (answer nothing for `hang_s`), `"slow"` (wait `delay_s`, or until `gate` is set
+when one is given, then 200) or `"big"`
+(200 with a body of `BIG` bytes). Each request records the client's port: a new port is a
+new connection.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+BIG = 4 * 1024 * 1024
+
 
 @dataclass
 class Request:
@@ -25,6 +30,7 @@ class Request:
     headers: dict[str, str]
     body: bytes
     at: float
+    port: int = 0
 
     @property
     def doc(self) -> Any:
@@ -38,6 +44,7 @@ class Receiver:
     default: str = "200"
     delay_s: float = 0.0
     hang_s: float = 3.0
+    gate: threading.Event | None = None
     requests: list[Request] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
     in_flight: dict[str, int] = field(default_factory=dict)
@@ -75,7 +82,9 @@ def receiver(**options: Any) -> Iterator[Receiver]:
             body = self.rfile.read(length)
             headers = {k.lower(): v for k, v in self.headers.items()}
             with state.lock:
-                state.requests.append(Request(self.path, headers, body, time.monotonic()))
+                state.requests.append(
+                    Request(self.path, headers, body, time.monotonic(), self.client_address[1])
+                )
                 state.in_flight[self.path] = state.in_flight.get(self.path, 0) + 1
                 state.most_in_flight[self.path] = max(
                     state.most_in_flight.get(self.path, 0), state.in_flight[self.path]
@@ -92,8 +101,20 @@ def receiver(**options: Any) -> Iterator[Receiver]:
                 self.close_connection = True
                 return
             if action == "slow":
-                time.sleep(state.delay_s)
+                if state.gate is not None:
+                    state.gate.wait(10)
+                else:
+                    time.sleep(state.delay_s)
                 action = "200"
+            if action == "big":
+                self.send_response(200)
+                self.send_header("content-length", str(BIG))
+                self.end_headers()
+                with contextlib.suppress(OSError):  # the reader stops early and hangs up
+                    for _ in range(BIG // 65536):
+                        self.wfile.write(b"x" * 65536)
+                self.close_connection = True
+                return
             status = int(action)
             self.send_response(status)
             if status in (301, 302, 307, 308):

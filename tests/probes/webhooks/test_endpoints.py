@@ -65,6 +65,11 @@ async def test_create_shows_the_secret_once_and_no_read_or_audit_row_carries_it(
     assert {r["verb"] for r in audit} >= {"webhook_endpoint_created", "webhook_secret_rotated"}
     assert not any(secret[6:] in r["s"] or fresh[6:] in r["s"] for r in audit)
     assert (stored["secret"], stored["previous_secret"]) == (fresh, secret)
+    again = await admin.post(f"/admin/webhooks/{created['id']}/rotate-secret")
+    third = again.json()["secret"]
+    async with pool.acquire() as conn:  # inside the 24 hours: only the last two sign
+        stored = await conn.fetchrow("SELECT secret, previous_secret FROM event.webhook_endpoints")
+    assert (stored["secret"], stored["previous_secret"]) == (third, fresh)
 
 
 async def test_patch_delete_and_the_closed_list_of_event_types(
