@@ -1,7 +1,8 @@
 """Where an outgoing request may go: ONE guard, for the webhook URL an operator writes and
 for every delivery to it.
 
-A URL is `http` or `https`, with a host and no credentials. Its host (a name, or an
+A URL is `http` or `https`, with a host and no credentials, and the HTTP client must
+read the same host from it as the guard does (else it "cannot be read"). Its host (a name, or an
 address written literally) must resolve only to public addresses: never a loopback,
 private, link-local, carrier-grade NAT (100.64/10), multicast, unspecified or reserved
 one, IPv4 or IPv6. An IPv6 address that carries an IPv4 one at a fixed place (mapped
@@ -28,6 +29,8 @@ import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from urllib.parse import SplitResult, urlsplit
+
+import httpx
 
 from events_svc import errors
 
@@ -91,6 +94,12 @@ def parse_url(url: str) -> SplitResult:
         raise _refused("The URL must not carry credentials.")
     if not parts.hostname:
         raise _refused("The URL has no host.")
+    try:  # the client must read the same host, or the URL is not one we can send to
+        sent_to = httpx.URL(url).host
+    except (httpx.InvalidURL, ValueError):  # an IDNA refusal is a ValueError
+        raise _refused("The URL cannot be read.") from None
+    if sent_to.lower() != parts.hostname.lower():
+        raise _refused("The URL cannot be read.")
     return parts
 
 

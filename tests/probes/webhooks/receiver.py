@@ -6,7 +6,8 @@
 `"hang"` (answer nothing for `hang_s`), `"slow"` (wait `delay_s`, or until `gate` is set
 when one is given, then 200) or `"big"`
 (200 with a body of `BIG` bytes). Each request records the client's port: a new port is a
-new connection.
+new connection. A request whose body stops short (its sender killed mid-send) is not
+recorded: no receiver would act on it.
 """
 
 from __future__ import annotations
@@ -80,6 +81,9 @@ def receiver(**options: Any) -> Iterator[Receiver]:
         def do_POST(self) -> None:
             length = int(self.headers.get("content-length", "0"))
             body = self.rfile.read(length)
+            if len(body) < length:  # the sender died mid-request: nothing was received
+                self.close_connection = True
+                return
             headers = {k.lower(): v for k, v in self.headers.items()}
             with state.lock:
                 state.requests.append(

@@ -206,6 +206,10 @@ async def test_another_company_endpoint_answers_like_a_missing_one(
         "ftp://hooks.example.com/in",
         "https:///no-host",
         "http://hooks.example.com:99999/in",
+        # read one way by the URL splitter and another (or not at all) by the HTTP client
+        "http://hooks.exa\x7fmple.com/in",
+        "http://hooks example.com/in",
+        "https://xn--ls8h.example.com/in",
     ],
 )
 async def test_the_guard_refuses_what_is_not_public(
