@@ -372,6 +372,20 @@ async def test_sync_from_partner_fills_empty_fields_only(settings: Settings, poo
             (sync,) = history["items"]
             assert (sync["verb"], sync["fields"]) == ("sync_from_partner", ["email", "phone"])
             assert sync["changes"]["email"] == {"before": "", "after": "p***@example.org"}
+            # the integrators hear of it as of a correction (an endpoint listening)
+            await pool.execute(
+                "INSERT INTO event.webhook_endpoints (url, event_types, secret, created_at,"
+                " updated_at) VALUES ('https://hooks.example.org/in',"
+                " ARRAY['registration.updated'], 'whsec_probe', now(), now())"
+            )
+            fresh = (await reg(c, ev["id"], partner_id=str(uuid.uuid4()))).json()
+            await c.post(f"/admin/registrations/{fresh['id']}/sync-from-partner")
+            fact = await pool.fetchrow("SELECT type, data FROM event.webhook_facts")
+            assert fact["type"] == "registration.updated"
+            assert fact["data"]["changed"] == ["email", "name", "phone"]
+            assert fact["data"]["registration_id"] == fresh["id"]
+            await c.post(f"/admin/registrations/{fresh['id']}/sync-from-partner")  # nothing new
+            assert await pool.fetchval("SELECT count(*) FROM event.webhook_facts") == 1
 
 
 async def test_unwired_partner_directory_answers_503(admin: httpx.AsyncClient):

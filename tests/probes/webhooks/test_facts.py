@@ -19,6 +19,7 @@ from events_svc.actors import SYSTEM
 from events_svc.db import transaction
 from events_svc.models import AttendeeInput
 from events_svc.settings import Settings
+from events_svc.verbs.events import sweep_done_events
 from events_svc.verbs.registrations import (
     Registered,
     RegisterRequest,
@@ -447,10 +448,16 @@ async def test_publishing_editing_and_cancelling_an_event_are_recorded(
     assert data["date_publish"] == r.json()["date_publish"].replace("Z", "+00:00")
     assert fact["occurred_at"] == at(data["updated_at"])
     await forget(pool)
-    # publishing again, unpublishing: nothing (no change, no event type)
-    await admin.post(f"/admin/events/{eid}/publish", json={})
-    await admin.post(f"/admin/events/{eid}/unpublish")
+    await admin.post(f"/admin/events/{eid}/publish", json={})  # again: no change, no fact
     assert await facts(pool) == []
+    await admin.post(f"/admin/events/{eid}/unpublish")  # the publication pair cleared
+    (fact,) = await facts(pool)
+    assert fact["type"] == "event.updated"
+    assert fact["data"]["changed"] == ["date_publish", "is_published"]
+    assert fact["data"]["is_published"] is False
+    await admin.post(f"/admin/events/{eid}/unpublish")  # again: nothing more
+    assert len(await facts(pool)) == 1
+    await forget(pool)
     r = await admin.patch(f"/admin/events/{eid}", json={"name": "PyCon", "location": "Porto"})
     assert r.status_code == 200, r.text
     (fact,) = await facts(pool)
@@ -585,3 +592,31 @@ async def test_an_offer_and_its_acceptance_are_recorded_with_the_persons_data_ap
     r = await public.post(link(second["status_url"]) + "/decline")
     assert r.status_code == 200, r.text
     assert await facts(pool) == []  # it held no offer: no registration changed
+
+
+async def test_marking_an_event_done_by_hand_or_by_the_sweep_is_an_update(
+    admin: httpx.AsyncClient, pool: asyncpg.Pool
+) -> None:
+    await hook(pool, *EVENT_TYPES)
+    ended = (
+        await admin.post("/admin/stages", json={"name": "Ended", "sequence": 5, "pipe_end": True})
+    ).json()
+    event = await make_event(admin)
+    r = await admin.post(f"/admin/events/{event['id']}/mark-done")
+    assert r.status_code == 200, r.text
+    (fact,) = await facts(pool)
+    assert (fact["type"], str(fact["event_id"])) == ("event.updated", event["id"])
+    assert "stage_id" in fact["data"]["changed"] and fact["data"]["stage_id"] == ended["id"]
+    await admin.post(f"/admin/events/{event['id']}/mark-done")  # there already: nothing
+    assert len(await facts(pool)) == 1
+    await forget(pool)
+    past = await make_event(admin)
+    await pool.execute(
+        "UPDATE event.events SET date_begin = now() - interval '3 days',"
+        " date_end = now() - interval '2 days' WHERE id = $1",
+        uuid.UUID(past["id"]),
+    )
+    assert await sweep_done_events(pool, datetime.now(UTC)) == 1
+    (swept,) = await facts(pool)
+    assert (swept["type"], str(swept["event_id"])) == ("event.updated", past["id"])
+    assert swept["data"]["stage_id"] == ended["id"]

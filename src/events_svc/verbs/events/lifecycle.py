@@ -2,10 +2,10 @@
 
 `pipe_end` is the only semantic of a stage; an event reaches a `pipe_end` stage
 only through `mark_event_done` (the first `pipe_end` stage by sequence) or the
-sweep, which applies the same verb (full write, audit row) to every event whose
-`date_end` has passed, archived ones included, in bounded batches claimed with
-`FOR NO KEY UPDATE SKIP LOCKED` (several instances may sweep at once). Without any
-`pipe_end` stage there is nothing to move to: the sweep moves nothing.
+sweep, which applies the same verb (full write, audit row, `event.updated` fact) to
+every event whose `date_end` has passed, archived ones included, in bounded batches
+claimed with `FOR NO KEY UPDATE SKIP LOCKED` (several instances may sweep at once).
+Without any `pipe_end` stage there is nothing to move to: the sweep moves nothing.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from events_svc.db import Connection, Pool, transaction
 from events_svc.verbs.audit import write_audit
 from events_svc.verbs.events.change import reset_kanban
 from events_svc.verbs.events.records import event_view
+from events_svc.verbs.facts import record_event_fact
 from events_svc.verbs.fence import get_event_row, lock_event
 
 _FIRST_PIPE_END = """
@@ -51,6 +52,8 @@ async def mark_done_locked(conn: Connection, actor: Actor, event_id: UUID, now: 
         return False
     kanban = reset_kanban(current["kanban_state"])
     await conn.execute(_SET_STAGE, event_id, stage_id, kanban, now)
+    changed = ["stage_id"] + (["kanban_state"] if kanban != current["kanban_state"] else [])
+    await record_event_fact(conn, "event.updated", event_id, now, {"changed": changed})
     await write_audit(
         conn,
         actor,

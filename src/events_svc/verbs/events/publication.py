@@ -102,4 +102,6 @@ async def unpublish_event(
             await write_audit(
                 conn, actor, "event_unpublished", "event", event_id, event_id=event_id
             )
+            changed = {"changed": ["date_publish", "is_published"]}
+            await record_event_fact(conn, "event.updated", event_id, now, changed)
         return await event_view(conn, await get_event_row(conn, actor, event_id), now)

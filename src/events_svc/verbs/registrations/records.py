@@ -27,6 +27,7 @@ from events_svc.models import RegistrationState
 from events_svc.ports import PartnerDirectory
 from events_svc.verbs.audit import write_audit
 from events_svc.verbs.common import clamp_limit, decode_cursor, page
+from events_svc.verbs.facts import record_registration_facts
 from events_svc.verbs.mail import retry_failed_mails
 from events_svc.verbs.pii import mask_registration
 from events_svc.verbs.registrations.revisions import write_revision
@@ -295,6 +296,12 @@ async def sync_from_partner(
             for k in ("name", "email", "phone", "company_name")
             if not reg[k] and getattr(contact, k)
         }
-        return await write_attendee(
+        written = await write_attendee(
             conn, actor, reg, fills, row["event_id"], now, "sync_from_partner", _SYNC_REASON
         )
+        if fills:  # the integrators hear of it as of a correction
+            changed = {"changed": sorted(fills)}
+            await record_registration_facts(
+                conn, "registration.updated", [registration_id], now, changed
+            )
+        return written
