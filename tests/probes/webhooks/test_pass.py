@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
 from typing import Any
@@ -308,3 +309,41 @@ async def test_a_message_made_with_pii_goes_without_it_once_the_endpoint_stops_r
         row = await conn.fetchrow(kept, hook["id"])
     assert row["pii_keys"] is None and "ada@example.org" not in row["body"]
     assert json.loads(row["body"])["data"] == sent
+
+
+async def test_deleting_an_endpoint_waits_for_a_recording_pass_and_never_deadlocks_it(
+    admin: httpx.AsyncClient, settings: Settings, loop: WebhookLoop, clock: Clock
+):
+    with receiver(default="500") as sink:
+        hook = await endpoint(admin, f"{sink.url}/in")
+        await pings(admin, hook["id"], 1)
+        await turn_until_quiet(loop)  # one attempt recorded, its retry waiting
+    (waiting,) = [d for d in await log(admin, hook["id"]) if d["state"] == "pending"]
+    assert settings.database_url
+    record = await asyncpg.connect(settings.database_url)
+    try:
+        await record.execute("SET lock_timeout = '5s'")
+        async with record.transaction():  # what a recording pass holds, in its order:
+            await record.execute(  # the attempt it records first ...
+                "UPDATE event.webhook_deliveries SET attempted_at = now() WHERE id = $1",
+                uuid.UUID(waiting["id"]),
+            )
+            deleting = asyncio.create_task(admin.delete(f"/admin/webhooks/{hook['id']}"))
+            for _ in range(500):  # until the delete waits on the attempt's lock
+                waits = await record.fetchval(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                    " AND datname = current_database()"
+                )
+                if waits:
+                    break
+                await asyncio.sleep(0.02)
+            assert waits == 1 and not deleting.done()
+            # ... then the endpoint (the retry's reference): free, the delete holds nothing
+            await record.execute(
+                "SELECT 1 FROM event.webhook_endpoints WHERE id = $1 FOR KEY SHARE",
+                uuid.UUID(hook["id"]),
+            )
+        assert (await deleting).status_code == 204
+    finally:
+        await record.close()
+    assert (await admin.get(f"/admin/webhooks/{hook['id']}")).status_code == 404

@@ -64,6 +64,9 @@ UPDATE event.webhook_endpoints SET url = $2, event_types = $3, event_id = $4,
 WHERE id = $1
 """
 _DELETE = "DELETE FROM event.webhook_endpoints WHERE id = $1"
+_LOCK_ATTEMPTS = """
+SELECT 1 FROM event.webhook_deliveries WHERE endpoint_id = $1 ORDER BY id FOR UPDATE
+"""
 # `include_pii` turned off: the PII keys leave the bodies the endpoint keeps
 _SCRUB = """
 UPDATE event.webhook_messages
@@ -219,6 +222,10 @@ async def patch_endpoint(
 async def delete_endpoint(pool: Pool, actor: Actor, endpoint_id: UUID) -> None:
     """Delete the endpoint, its messages and its delivery log."""
     async with transaction(pool) as conn:
+        await find_endpoint(conn, actor, endpoint_id)  # the fence first: no lock on a 404
+        # its attempts before the endpoint, the order a recording pass takes them (it updates
+        # attempts, then refers to the endpoint): the two never wait on each other in a cycle
+        await conn.execute(_LOCK_ATTEMPTS, endpoint_id)
         await lock_endpoint(conn, actor, endpoint_id)
         await conn.execute(_DELETE, endpoint_id)
         await write_audit(conn, actor, "webhook_endpoint_deleted", "webhook_endpoint", endpoint_id)
