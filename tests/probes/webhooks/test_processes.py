@@ -18,7 +18,7 @@ import uuid
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import asyncpg
@@ -66,6 +66,27 @@ async def rows(pool: asyncpg.Pool, sql: str, *args: object) -> list[asyncpg.Reco
         return list(await conn.fetch(sql, *args))
 
 
+async def stop_holding(pool: asyncpg.Pool, victim: subprocess.Popen[str]) -> list[str]:
+    """Stop the victim (SIGSTOP) at a moment it holds leased attempts; their ids. A lease
+    the survivor took after the stop ends later than any of the victim's, and one it took
+    before is recorded (its answers take 0.05 s) by the time this looks."""
+    for _ in range(40):
+        victim.send_signal(signal.SIGSTOP)
+        async with pool.acquire() as conn:
+            stopped_at = await conn.fetchval("SELECT now()")
+        await asyncio.sleep(1.0)
+        held = await rows(
+            pool,
+            "SELECT id FROM event.webhook_deliveries WHERE state = 'pending' AND lease_until <= $1",
+            stopped_at + timedelta(seconds=LEASE_S),
+        )
+        if held:
+            return [str(r["id"]) for r in held]
+        victim.send_signal(signal.SIGCONT)
+        await asyncio.sleep(0.05)
+    return []
+
+
 async def test_a_process_killed_mid_delivery_loses_no_committed_fact_and_sends_none_rolled_back(
     pool: asyncpg.Pool, db_url: str, tmp_path: Path
 ):
@@ -92,11 +113,10 @@ async def test_a_process_killed_mid_delivery_loses_no_committed_fact_and_sends_n
             statuses = Counter(await asyncio.gather(*(register(i) for i in range(ATTEMPTS))))
             assert statuses == {201: SEATS, 409: ATTEMPTS - SEATS}, statuses
             await sink.wait_for(SEATS // 4, within=30)  # both loops are delivering
-            victim.send_signal(signal.SIGKILL)
+            held = await stop_holding(pool, victim)
+            assert held, "the victim never held an attempt when stopped"
+            victim.send_signal(signal.SIGKILL)  # mid-delivery: its attempts are in flight
             assert await asyncio.to_thread(victim.wait, 10) == -signal.SIGKILL
-            held = await rows(
-                pool, "SELECT id FROM event.webhook_deliveries WHERE lease_until IS NOT NULL"
-            )
             deadline = time.monotonic() + LEASE_S + 30
             while True:
                 done = await rows(
