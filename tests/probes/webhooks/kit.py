@@ -26,6 +26,17 @@ class Clock:
         self.now += timedelta(**delta)
 
 
+# what only an endpoint with `include_pii` receives
+PII = frozenset({"name", "email", "phone", "company_name", "barcode"})
+
+
+async def ping(admin: httpx.AsyncClient, endpoint_id: str) -> dict[str, Any]:
+    """Queue a `ping` message to the endpoint (202); its first attempt."""
+    r = await admin.post(f"/admin/webhooks/{endpoint_id}/ping")
+    assert r.status_code == 202, r.text
+    return dict(r.json())
+
+
 def hand_loop(app: Any, clock: Clock, *, timeout_s: float = 2.0) -> WebhookLoop:
     """A webhook loop on the app's pool, guard and metrics; the app and the loop read the
     probe's clock; private addresses allowed (the receiver is on loopback)."""

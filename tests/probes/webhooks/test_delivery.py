@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -27,34 +26,10 @@ from tests.probes.webhooks.kit import (
     endpoint_row,
     hand_loop,
     log,
+    ping,
     turn_until_quiet,
-    utc_now,
 )
 from tests.probes.webhooks.receiver import Receiver, receiver
-
-
-@pytest.fixture
-def sink() -> Iterator[Receiver]:
-    with receiver() as r:
-        yield r
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock(utc_now())
-
-
-@pytest.fixture
-async def loop(app: Any, clock: Clock) -> AsyncIterator[WebhookLoop]:
-    hand = hand_loop(app, clock)
-    yield hand
-    await hand.sender.close()
-
-
-async def ping(admin: httpx.AsyncClient, endpoint_id: str) -> dict[str, Any]:
-    r = await admin.post(f"/admin/webhooks/{endpoint_id}/ping")
-    assert r.status_code == 202, r.text
-    return dict(r.json())
 
 
 async def test_a_ping_arrives_signed_and_verifies_also_during_a_rotation(

@@ -46,8 +46,8 @@ from tests.probes.waitlist.kit import (
     offer_pass,
     waitlist_settings,
 )
+from tests.probes.webhooks.kit import PII
 
-PII = {"name", "email", "phone", "company_name", "barcode"}
 REGISTRATION_TYPES = (
     "registration.created",
     "registration.updated",

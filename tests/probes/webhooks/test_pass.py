@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -23,41 +22,21 @@ from events_svc.verbs.webhooks import pass_
 from events_svc.webhook_loop import BUSY_BATCH, BUSY_TURN_S, PER_ENDPOINT, WAKE_CHANNEL, WebhookLoop
 from tests.probes.helpers import make_event
 from tests.probes.webhooks.kit import (
+    PII,
     Clock,
     endpoint,
     endpoint_row,
     hand_loop,
     log,
+    ping,
     turn_until_quiet,
-    utc_now,
 )
 from tests.probes.webhooks.receiver import Receiver, receiver
-
-PII = {"name", "email", "phone", "company_name", "barcode"}
-
-
-@pytest.fixture
-def sink() -> Iterator[Receiver]:
-    with receiver() as r:
-        yield r
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock(utc_now())
-
-
-@pytest.fixture
-async def loop(app: Any, clock: Clock) -> AsyncIterator[WebhookLoop]:
-    hand = hand_loop(app, clock)
-    yield hand
-    await hand.sender.close()
 
 
 async def pings(admin: httpx.AsyncClient, endpoint_id: str, n: int) -> None:
     for _ in range(n):
-        r = await admin.post(f"/admin/webhooks/{endpoint_id}/ping")
-        assert r.status_code == 202, r.text
+        await ping(admin, endpoint_id)
 
 
 async def test_two_processes_claim_at_most_four_attempts_of_one_endpoint_between_them(

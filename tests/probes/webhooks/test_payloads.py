@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncIterator, Iterator
 from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
@@ -22,10 +21,15 @@ from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 from events_svc.verbs.webhooks.pass_ import SCHEDULE
 from events_svc.webhook_loop import WebhookLoop
 from tests.probes.helpers import add_ticket, make_event
-from tests.probes.webhooks.kit import Clock, endpoint, hand_loop, log, turn_until_quiet, utc_now
-from tests.probes.webhooks.receiver import Receiver, receiver
+from tests.probes.webhooks.kit import (
+    PII,
+    Clock,
+    endpoint,
+    log,
+    turn_until_quiet,
+)
+from tests.probes.webhooks.receiver import Receiver
 
-PII = ("name", "email", "phone", "company_name", "barcode")
 PERSON = {
     "name": "Zoë Ångström",
     "email": "zoe.angstrom@example.org",
@@ -34,24 +38,6 @@ PERSON = {
 }
 PUBLIC = "93.184.216.34"
 TIMES = ("date_open", "created_at", "updated_at")
-
-
-@pytest.fixture
-def sink() -> Iterator[Receiver]:
-    with receiver() as r:
-        yield r
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock(utc_now())
-
-
-@pytest.fixture
-async def loop(app: Any, clock: Clock) -> AsyncIterator[WebhookLoop]:
-    hand = hand_loop(app, clock)
-    yield hand
-    await hand.sender.close()
 
 
 def at(value: str) -> datetime:
