@@ -2,9 +2,9 @@
 
 The client keeps a connection pool per receiver (scheme, host, port and path): httpcore
 looks over every connection of a pool on each request, so one pool for every receiver
-made each request pay for all their connections (2.1 ms of CPU a request at 12 in flight
-to 3 receivers, against 0.65 to 1.2 ms with a pool each: `docs/performance.md`, part
-12). A receiver's pool unused for `POOL_IDLE_S` is closed. HTTP/1.1 with keep-alive, at
+made each request pay for all their connections (2.1 to 2.2 ms of CPU a request at 12 in
+flight to 3 receivers, against 0.93 to 1.11 ms with a pool each: `docs/performance.md`,
+part 12). A receiver's pool unused for `POOL_IDLE_S` is closed. HTTP/1.1 with keep-alive, at
 most 10 s for the whole attempt (connect, send, answer), no redirect followed (a 3xx is
 a failed attempt), no proxy from the environment. The answer's body is read up to 64 KiB
 (so the connection can be used again) and never kept. Every new connection asks the
