@@ -91,16 +91,8 @@ async def pool(settings: Settings) -> AsyncIterator[asyncpg.Pool]:
 
 
 @pytest.fixture
-def warm() -> bool:
-    """Whether the app builds its router's matching state at start: not in the probes
-    (0.15 s per app, 0.1 s of it what no request of the probe would walk past), except in
-    those that measure how long a request waits (a module overrides this fixture)."""
-    return False
-
-
-@pytest.fixture
-async def app(settings: Settings, pool: asyncpg.Pool, warm: bool) -> AsyncIterator[Any]:
-    application = create_app(settings, warm=warm)
+async def app(settings: Settings, pool: asyncpg.Pool) -> AsyncIterator[Any]:
+    application = create_app(settings)
     async with application.router.lifespan_context(application):
         yield application
 

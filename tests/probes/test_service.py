@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import httpx
@@ -12,7 +14,16 @@ import pytest
 
 from events_svc import create_app, errors
 from events_svc.settings import Settings, SettingsError
-from tests.probes.helpers import Api, free_port, start_serve, wait_ready
+from tests.probes.helpers import (
+    BASE,
+    Api,
+    drop_database,
+    free_port,
+    new_database,
+    start_serve,
+    wait_ready,
+    with_database,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -129,3 +140,32 @@ async def test_a_missing_database_answers_503_not_500():
             assert r.status_code == 503
             assert r.json()["error"]["code"] == "database_unavailable"
             assert r.headers["retry-after"] == "5"
+
+
+async def test_apps_of_one_process_share_routes_but_not_their_context(
+    admin_url: str, template_url: str, settings: Settings, api: Api
+):
+    """The routes are built once per process (`api_routes`): a second app over another
+    database answers from its own pool and settings, and an app without the public
+    intake has no intake route even after one with it was made."""
+    from tests.probes.conftest import TEMPLATE
+
+    other_name = await new_database(admin_url, TEMPLATE)
+    other = dataclasses.replace(settings, database_url=with_database(admin_url, other_name))
+    try:
+        with_intake = create_app(other, intake_public=True)
+        async with with_intake.router.lifespan_context(with_intake):
+            b = httpx.AsyncClient(transport=httpx.ASGITransport(app=with_intake), base_url=BASE)
+            headers = await api.token("*")  # minted in the first app's database
+            assert (await api.client.get("/admin/events", headers=headers)).status_code == 200
+            refused = await b.get("/admin/events", headers=headers)
+            assert refused.status_code == 401, refused.text
+            intake = await b.post(f"/intake/{uuid.uuid4()}", json={"attendees": []})
+            # the route is there (no capability secret in these settings)
+            assert intake.json()["error"]["code"] == "event_capability_secret_not_configured"
+            await b.aclose()
+        assert with_intake.routes is not api.app.routes
+        without = await api.client.post(f"/intake/{uuid.uuid4()}", json={"attendees": []})
+        assert (without.status_code, without.json()["error"]["code"]) == (404, "not_found")
+    finally:
+        await drop_database(admin_url, other_name)

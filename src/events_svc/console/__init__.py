@@ -7,13 +7,15 @@ admin API, usable without JavaScript (every form is POST → 303 → GET).
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
-from fastapi import Depends, FastAPI, Request
+from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import BaseRoute
 
 from events_svc import errors
 from events_svc.console.frame import StudioFrame, StudioKeys
@@ -112,14 +114,23 @@ def _install_handlers(app: FastAPI) -> None:
 
 def console_app(ctx: ServiceContext) -> FastAPI:
     """The console as an ASGI sub-app over `ctx` (mounted at `/studio` by `create_app`)."""
-    app = FastAPI(
-        openapi_url=None, docs_url=None, redoc_url=None, dependencies=[Depends(plain_query)]
-    )
+    app = FastAPI(openapi_url=None, docs_url=None, redoc_url=None)
     app.state.events = ctx
     _install_handlers(app)
     secure = ctx.settings.console_cookie_secure
     app.add_middleware(StudioFrame, keys=StudioKeys(ctx), secure=secure)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    app.router.routes.extend(console_routes())
+    return app
+
+
+@functools.cache
+def console_routes() -> tuple[BaseRoute, ...]:
+    """The console's pages, built once per process and shared by every console app (as
+    `app.api_routes`: FastAPI builds a route's validation state the first time a request
+    walks past it and keeps it on the included router; a page takes its context from the
+    request's app)."""
+    holder = APIRouter(dependencies=[Depends(plain_query)])
     for module in (
         auth,
         events,
@@ -132,10 +143,10 @@ def console_app(ctx: ServiceContext) -> FastAPI:
         templates,
         webhooks,
     ):
-        app.include_router(module.router)
+        holder.include_router(module.router)
 
-    @app.get("/", include_in_schema=False)
+    @holder.get("/", include_in_schema=False)
     async def home(request: Request) -> Any:
         return RedirectResponse(f"{base_path(request)}/events", status_code=303)
 
-    return app
+    return tuple(holder.routes)

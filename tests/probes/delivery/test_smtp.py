@@ -371,7 +371,7 @@ async def test_the_lifespan_drainer_wakes_when_a_message_is_written(
 
     with smtp_sink() as (sink, port):
         relay = relay_settings(settings, port, scheduler_enabled=True)
-        app = create_app(relay, warm=False)
+        app = create_app(relay)
         async with app.router.lifespan_context(app):
             await asyncio.sleep(0.3)  # the loop has listened and slept
             [row_id] = await queue_mail(pool)
@@ -397,7 +397,7 @@ async def test_a_broken_relay_costs_one_attempt_per_back_off_and_no_cpu(
 
     ids = await queue_mail(pool, 30, recipient="c{i}@example.org")
     relay = relay_settings(settings, free_port(), scheduler_enabled=True)
-    app = create_app(relay, warm=False)
+    app = create_app(relay)
     async with app.router.lifespan_context(app):
         loop = app.state.events.delivery
         assert loop is not None

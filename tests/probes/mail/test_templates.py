@@ -48,13 +48,6 @@ HELLO = "Hello {{ registration.name }}"
 PLUS_CHAINS = ("{{ " + "+".join(["1"] * 150) + " }}\n") * 32
 
 
-@pytest.fixture
-def warm() -> bool:
-    """These probes measure how long /healthz waits: the app as it serves, its router's
-    matching state built at start."""
-    return True
-
-
 @asynccontextmanager
 async def client(api: Api, *scopes: str, company: uuid.UUID | None) -> AsyncIterator[Any]:
     headers = await api.token(*scopes, company=company)

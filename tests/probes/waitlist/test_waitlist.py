@@ -145,7 +145,7 @@ async def test_joining_is_throttled_like_the_intake(
     from events_svc import create_app
 
     tight = dataclasses.replace(settings, rate_limit_ip="3/minute")
-    app = create_app(tight, warm=False)
+    app = create_app(tight)
     async with app.router.lifespan_context(app):
         api = Api(app, pool)
         async with httpx.AsyncClient(
@@ -936,7 +936,7 @@ async def test_joins_count_in_the_email_window_like_registrations(
     from events_svc import create_app
 
     tight = dataclasses.replace(settings, rate_limit_email="2/hour")
-    app = create_app(tight, warm=False)
+    app = create_app(tight)
     async with app.router.lifespan_context(app):
         api = Api(app, pool)
         async with (
