@@ -88,11 +88,22 @@ class Load:
         return self.busy_total + open_span
 
     def share(self) -> float:
-        """The busy fraction of the last complete window (0.0 to 1.0)."""
+        """The busy fraction of the last complete window (0.0 to 1.0).
+
+        A window that ran long (nobody asked for two windows and more: the loop slept
+        through a quiet spell) says little of the moment: a rush that has just begun is
+        a sliver of it. Then requests in flight now count as busy (1.0) until the next
+        window measures them, so a loop woken by the first requests of a rush (an
+        on-sale opening) does not take the quiet spell's share as leave to go full speed
+        under them."""
         now = self.clock()
-        if now - self.window_at >= self.WINDOW_S:
+        elapsed = now - self.window_at
+        if elapsed >= self.WINDOW_S:
             busy = self.busy_seconds()
-            self.last_share = min(1.0, (busy - self.window_busy) / (now - self.window_at))
+            if elapsed > 2 * self.WINDOW_S and self.inflight:
+                self.last_share = 1.0
+            else:
+                self.last_share = min(1.0, (busy - self.window_busy) / elapsed)
             self.window_at, self.window_busy = now, busy
         return self.last_share
 

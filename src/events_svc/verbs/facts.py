@@ -2,6 +2,8 @@
 endpoints (design §7.16). ONE row per fact, whatever the number of endpoints: the
 delivery pass fans it out. A fact nobody listens to (`event.webhook_listens`: no active
 endpoint of the company, event and type) is not written at all, in the same statement.
+The register verb's `registration.created` facts are written by its own INSERT
+(`take_seats._INSERT`), with the same functions and the same rule.
 
 `data` is ids, states, times and the names of things; `pii` (attendee name, email, phone,
 company, barcode) reaches only endpoints with `include_pii`. The shapes of a registration

@@ -315,8 +315,14 @@ async def test_a_combined_batch_writes_one_fact_per_registration(
     ids = [r["id"] for res in results if isinstance(res, Registered) for r in res.registrations]
     written = await facts(pool)
     assert sorted(uuid.UUID(f["data"]["registration_id"]) for f in written) == sorted(ids)
-    # one statement for the batch, at the batch's earliest time
-    assert {f["occurred_at"] for f in written} == {first}
+    # written by the batch's INSERT, each at its own request's time (its row's created_at)
+    assert sorted(f["occurred_at"] for f in written) == [
+        first,
+        first,
+        first + timedelta(milliseconds=3),
+    ]
+    for f in written:
+        assert f["occurred_at"] == datetime.fromisoformat(f["data"]["created_at"])
     assert {f["data"]["state"] for f in written} == {"open"}
 
 

@@ -132,6 +132,21 @@ def test_the_load_is_the_busy_share_of_the_last_half_second():
     load.end()
     now[0] += 0.5
     assert load.share() == 0.0
+    # a quiet spell of 30 s, then a rush begins: its first requests count as busy
+    now[0] += 30.0
+    load.begin()
+    now[0] += 0.01
+    assert load.share() == 1.0
+    now[0] += 0.2
+    assert load.share() == 1.0  # until the next window measures them
+    load.end()
+    now[0] += 0.3
+    assert load.share() == pytest.approx(0.2 / 0.5)  # busy 0.2 s of the window since
+    # a quiet spell with nothing in flight at its end: its own (low) share
+    now[0] += 30.0
+    load.begin()
+    load.end()
+    assert load.share() == 0.0
 
 
 async def test_the_requests_are_counted_in_flight_by_the_app(admin: httpx.AsyncClient, app: Any):

@@ -12,8 +12,9 @@ per-order cap, answers) and the seats, counted once per scope under the lock
 (`seats.SeatLedger`) and taken from the running count. A refused request takes nothing
 and gets its own typed refusal; a group is all or nothing. Then one INSERT for every
 accepted attendee with their audit rows, their answers, the lead queue, the arm rule
-for the rows entering `open`, and one statement for their webhook facts
-(`registration.created`, one per row: every path that mints a row comes here). Barcodes
+for the rows entering `open`; their webhook facts (`registration.created`, one per row:
+every path that mints a row comes here) are written by the INSERT itself, so a batch's
+facts add no round trip to the time it holds the event's lock. Barcodes
 are 8 random bytes as a decimal string; a collision with an existing barcode is retried
 with a fresh one.
 """
@@ -30,7 +31,6 @@ from events_svc import errors
 from events_svc.actors import Actor
 from events_svc.db import Connection
 from events_svc.models import AnswerInput, AttendeeInput
-from events_svc.verbs.facts import record_registration_facts
 from events_svc.verbs.leads import queue_for_registrations
 from events_svc.verbs.mail import arm_entering_open
 from events_svc.verbs.registrations.answers import (
@@ -85,7 +85,7 @@ WITH new AS (
             state, at, actor_id, actor_kind, actor_company, source, sale_status, order_id,
             order_state, amount_is_zero, origin, order_company, hold)
 ), ins AS (
-    INSERT INTO event.registrations (event_id, event_is_multi_slots, event_slot_id,
+    INSERT INTO event.registrations AS r (event_id, event_is_multi_slots, event_slot_id,
         event_ticket_id, state, name, email, phone, company_name, partner_id, barcode,
         company_id, date_open, created_at, updated_at, sale_status, sale_order_id,
         sale_order_state, sale_amount_is_zero, state_origin, sale_order_company_id,
@@ -100,15 +100,25 @@ WITH new AS (
     RETURNING id, event_id, event_slot_id, event_ticket_id, state::text AS state,
         sale_status::text AS sale_status, sale_order_id, name, email, phone, company_name,
         partner_id, barcode, active, date_open, date_closed, version, company_id, created_at,
-        updated_at, '[]'::jsonb AS answers, state_origin::text AS state_origin
+        updated_at, '[]'::jsonb AS answers, state_origin::text AS state_origin, r AS whole
 ), audit AS (
     INSERT INTO event.event_audit_log
         (actor_id, actor_kind, company_id, verb, object_kind, object_id, event_id, summary)
     SELECT new.actor_id, new.actor_kind, new.actor_company, 'registration_created',
         'registration', ins.id, $1, jsonb_build_object('source', new.source, 'state', new.state)
     FROM ins JOIN new ON new.barcode = ins.barcode
+), facts AS (  -- `registration.created`, one per row, when an endpoint listens (facts.py)
+    INSERT INTO event.webhook_facts (company_id, event_id, type, occurred_at, data, pii)
+    SELECT $22, $1, 'registration.created', ins.created_at, event.registration_fact(ins.whole),
+        event.registration_pii(ins.whole)
+    FROM ins
+    WHERE event.webhook_listens($22, $1, 'registration.created')
+    ORDER BY ins.created_at, ins.id
 )
-SELECT * FROM ins
+SELECT id, event_id, event_slot_id, event_ticket_id, state, sale_status, sale_order_id, name,
+    email, phone, company_name, partner_id, barcode, active, date_open, date_closed, version,
+    company_id, created_at, updated_at, answers, state_origin
+FROM ins
 """
 _INSERT_ANSWERS = """
 INSERT INTO event.registration_answers (registration_id, question_id, value_answer_id, value_text)
@@ -413,8 +423,6 @@ async def _write(conn: Connection, event: dict[str, Any], accepted: list[_Accept
     opened = [v["id"] for a in accepted if a.request.state == "open" for v in a.views]
     if event["has_schedulers"] and opened:
         await arm_entering_open(conn, event["id"], opened, earliest, stamped=True)
-    created = [v["id"] for a in accepted for v in a.views]
-    await record_registration_facts(conn, "registration.created", created, earliest)
     with_answers = [a for a in accepted if any(rows for _, rows in a.resolved)]
     for a in with_answers:  # the views carry no answers yet: read them back
         a.views = await read_many(conn, [v["id"] for v in a.views])
