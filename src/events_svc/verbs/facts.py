@@ -3,7 +3,8 @@ endpoints (design §7.16). ONE row per fact, whatever the number of endpoints: t
 delivery pass fans it out. A fact nobody listens to (`event.webhook_listens`: no active
 endpoint of the company, event and type) is not written at all, in the same statement.
 The register verb's `registration.created` facts are written by its own INSERT
-(`take_seats._INSERT`), with the same functions and the same rule.
+(`take_seats._INSERT`), with the same functions and the same rule. A fact keeps its PII
+only when an endpoint that wants it has `include_pii` (`event.webhook_listens_with_pii`).
 
 `data` is ids, states, times and the names of things; `pii` (attendee name, email, phone,
 company, barcode) reaches only endpoints with `include_pii`. The shapes of a registration
@@ -22,14 +23,16 @@ from events_svc.db import Connection
 
 _FACT = """
 INSERT INTO event.webhook_facts (company_id, event_id, type, occurred_at, data, pii)
-SELECT $1::uuid, $2::uuid, $3::text, $4, $5::jsonb, $6::jsonb
+SELECT $1::uuid, $2::uuid, $3::text, $4, $5::jsonb,
+    CASE WHEN event.webhook_listens_with_pii($1, $2, $3) THEN $6::jsonb ELSE '{}' END
 WHERE event.webhook_listens($1::uuid, $2::uuid, $3::text)
 """
 # every registration of the list in one statement: a combined batch writes its facts at once
 _REGISTRATIONS = """
 INSERT INTO event.webhook_facts (company_id, event_id, type, occurred_at, data, pii)
 SELECT r.company_id, r.event_id, $1::text, $3, event.registration_fact(r) || $4::jsonb,
-    event.registration_pii(r)
+    CASE WHEN event.webhook_listens_with_pii(r.company_id, r.event_id, $1)
+        THEN event.registration_pii(r) ELSE '{}' END
 FROM event.registrations r
 WHERE r.id = ANY($2::uuid[]) AND event.webhook_listens(r.company_id, r.event_id, $1::text)
 ORDER BY r.created_at, r.id

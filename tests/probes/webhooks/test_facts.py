@@ -70,18 +70,21 @@ async def hook(
     company: uuid.UUID | None = None,
     event_id: str | None = None,
     active: bool = True,
+    include_pii: bool = True,
 ) -> None:
-    """An endpoint row, written directly: the facts need only its company, event, types
-    and whether it is active."""
+    """An endpoint row, written directly: the facts need only its company, event, types,
+    whether it is active and whether it takes the PII (by default it does, so a fact
+    keeps its PII for the probes to read)."""
     await pool.execute(
         "INSERT INTO event.webhook_endpoints (company_id, url, event_types, event_id,"
         " include_pii, active, secret, created_at, updated_at)"
-        " VALUES ($1, 'https://hooks.example.org/in', $2, $3, false, $4, 'whsec_probe',"
+        " VALUES ($1, 'https://hooks.example.org/in', $2, $3, $5, $4, 'whsec_probe',"
         " now(), now())",
         company,
         list(types),
         uuid.UUID(event_id) if event_id else None,
         active,
+        include_pii,
     )
 
 
@@ -626,3 +629,27 @@ async def test_marking_an_event_done_by_hand_or_by_the_sweep_is_an_update(
     (swept,) = await facts(pool)
     assert (swept["type"], str(swept["event_id"])) == ("event.updated", past["id"])
     assert swept["data"]["stage_id"] == ended["id"]
+
+
+async def test_a_fact_keeps_pii_only_when_an_endpoint_that_wants_it_takes_pii(
+    admin: httpx.AsyncClient, pool: asyncpg.Pool
+) -> None:
+    event = await make_event(admin)
+    other = await make_event(admin)
+    await hook(pool, *REGISTRATION_TYPES, include_pii=False)
+    # an endpoint with PII, but of another event: it does not want these facts
+    await hook(pool, *REGISTRATION_TYPES, event_id=other["id"])
+    made = await attendee(admin, event["id"], company_name="ACME")
+    r = await correct(admin, made["id"], name="Ada Byron")
+    assert r.status_code == 200, r.text
+    written = await facts(pool)
+    assert [f["type"] for f in written] == ["registration.created", "registration.updated"]
+    for fact in written:  # nobody would receive it: not kept, not even until the fan-out
+        assert fact["pii"] == {}
+        clean(fact, *PERSON.values(), "Ada Byron", "ACME", made["barcode"])
+    await forget(pool)
+    # the endpoint opts in: the facts written from then on keep it
+    await pool.execute("UPDATE event.webhook_endpoints SET include_pii = true")
+    again = await attendee(admin, event["id"], company_name="ACME")
+    (fact,) = await facts(pool)
+    assert fact["pii"] == {**PERSON, "company_name": "ACME", "barcode": again["barcode"]}

@@ -110,7 +110,8 @@ WITH new AS (
 ), facts AS (  -- `registration.created`, one per row, when an endpoint listens (facts.py)
     INSERT INTO event.webhook_facts (company_id, event_id, type, occurred_at, data, pii)
     SELECT $22, $1, 'registration.created', ins.created_at, event.registration_fact(ins.whole),
-        event.registration_pii(ins.whole)
+        CASE WHEN event.webhook_listens_with_pii($22, $1, 'registration.created')
+            THEN event.registration_pii(ins.whole) ELSE '{}' END
     FROM ins
     WHERE event.webhook_listens($22, $1, 'registration.created')
     ORDER BY ins.created_at, ins.id

@@ -158,7 +158,9 @@ SELECT e.company_id, w.event_id, $2::text, $3, jsonb_build_object(
         'event_slot_id', w.event_slot_id, 'seats', w.seats, 'status', w.status,
         'offered_at', w.offered_at, 'offer_expires_at', w.offer_expires_at,
         'decided_at', w.decided_at, 'registration_ids', to_jsonb(w.registration_ids)),
-    jsonb_build_object('name', w.name, 'email', w.email, 'phone', w.phone)
+    CASE WHEN event.webhook_listens_with_pii(e.company_id, w.event_id, $2::text)
+        THEN jsonb_build_object('name', w.name, 'email', w.email, 'phone', w.phone)
+        ELSE '{}' END
 FROM event.waitlist_entry w JOIN event.events e ON e.id = w.event_id
 WHERE w.id = ANY($1::uuid[]) AND event.webhook_listens(e.company_id, w.event_id, $2::text)
 ORDER BY w.created_at, w.id
