@@ -323,11 +323,14 @@ def create_app(
 @functools.cache
 def api_routes(*, intake: bool) -> tuple[BaseRoute, ...]:
     """The service's routes (health, admin, public), built once per process and shared by
-    every app it creates. FastAPI builds a route's matching and validation state (its
-    parameters' and bodies' validators) lazily, the first time a request walks past it,
-    and keeps it on the included router: 0.3 s of CPU for the whole API here. An app that
-    included the routers itself would build all of it again; the routes take everything
-    per app from the request (`request.app.state.events`), so sharing them is safe."""
+        every app it creates. FastAPI builds a route's matching and validation state (its
+        parameters' and bodies' validators) lazily, the first time a request walks past it,
+        and keeps it on the included router: 0.3 s of CPU for the whole API here. An app that
+        included the routers itself would build all of it again; the routes take everything
+        per app from the request (`request.app.state.events`), so sharing them is safe. One set
+    per value of `intake`. Their dependencies resolve against no app's
+    `dependency_overrides` (a host swaps the actor with `actor_dependency`, its adapters
+    with `ports`)."""
     holder = APIRouter()
     holder.include_router(service.router)
     holder.include_router(service.router, prefix=BASE_PATH)

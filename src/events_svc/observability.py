@@ -90,12 +90,13 @@ class Load:
     def share(self) -> float:
         """The busy fraction of the last complete window (0.0 to 1.0).
 
-        A window that ran long (nobody asked for two windows and more: the loop slept
-        through a quiet spell) says little of the moment: a rush that has just begun is
-        a sliver of it. Then requests in flight now count as busy (1.0) until the next
-        window measures them, so a loop woken by the first requests of a rush (an
-        on-sale opening) does not take the quiet spell's share as leave to go full speed
-        under them."""
+        A window that ran long (no call for more than two windows: the loop slept, after
+        a quiet spell or while answers were awaited) says little of the moment: a rush
+        that has just begun is a sliver of it. Then requests in flight now count as busy
+        (1.0) until the next window measures them, so a loop woken by the first requests
+        of a rush (an on-sale opening) does not go full speed under them. Under light
+        traffic it costs one yielding turn (at most 8 claimed, the next after 0.5 s)
+        when a request happens to be in flight at such a wake."""
         now = self.clock()
         elapsed = now - self.window_at
         if elapsed >= self.WINDOW_S:

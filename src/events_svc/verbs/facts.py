@@ -22,9 +22,8 @@ from uuid import UUID
 from events_svc.db import Connection
 
 _FACT = """
-INSERT INTO event.webhook_facts (company_id, event_id, type, occurred_at, data, pii)
-SELECT $1::uuid, $2::uuid, $3::text, $4, $5::jsonb,
-    CASE WHEN event.webhook_listens_with_pii($1, $2, $3) THEN $6::jsonb ELSE '{}' END
+INSERT INTO event.webhook_facts (company_id, event_id, type, occurred_at, data)
+SELECT $1::uuid, $2::uuid, $3::text, $4, $5::jsonb
 WHERE event.webhook_listens($1::uuid, $2::uuid, $3::text)
 """
 # every registration of the list in one statement: a combined batch writes its facts at once
@@ -53,10 +52,10 @@ async def record_fact(
     company_id: UUID | None,
     event_id: UUID | None,
     data: dict[str, Any],
-    pii: dict[str, Any] | None = None,
 ) -> None:
-    """One fact of `kind` (when an endpoint listens), with the data given."""
-    await conn.execute(_FACT, company_id, event_id, kind, at, data, pii or {})
+    """One fact of `kind` (when an endpoint listens), with the data given: no attendee's
+    data (an order's or an operation's facts carry ids and states only)."""
+    await conn.execute(_FACT, company_id, event_id, kind, at, data)
 
 
 async def record_registration_facts(

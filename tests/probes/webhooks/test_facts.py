@@ -653,3 +653,21 @@ async def test_a_fact_keeps_pii_only_when_an_endpoint_that_wants_it_takes_pii(
     again = await attendee(admin, event["id"], company_name="ACME")
     (fact,) = await facts(pool)
     assert fact["pii"] == {**PERSON, "company_name": "ACME", "barcode": again["barcode"]}
+
+
+async def test_an_offer_keeps_no_pii_when_no_endpoint_takes_it(
+    admin: httpx.AsyncClient, public: httpx.AsyncClient, pool: asyncpg.Pool
+) -> None:
+    event = await listed_event(admin, 1)
+    (taken,) = await fill(public, event["id"], 1)
+    person = {"name": "Wanda Waiter", "phone": "+351 21 000 0000"}
+    await joined(public, event["id"], "wanda@example.org", **person)
+    await hook(pool, "waitlist.offered", *REGISTRATION_TYPES, include_pii=False)
+    assert (await cancel(admin, taken)).status_code == 200
+    await forget(pool)
+    assert (await offer_pass(admin))["offers_made"] == 1
+    written = await facts(pool)
+    assert [f["type"] for f in written] == ["registration.created", "waitlist.offered"]
+    for fact in written:
+        assert fact["pii"] == {}
+        clean(fact, "Wanda Waiter", "wanda@example.org", person["phone"])
