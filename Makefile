@@ -22,7 +22,7 @@ migrate: $(STAMP)
 	$(BIN)/events-svc migrate
 
 test: $(STAMP)  ## the whole suite against a real PostgreSQL (and a real Redis, from a wheel)
-	scripts/ensure-debian-packages libreoffice-calc-nogui=soffice chromium=chromium poppler-utils=pdftoppm  # the export probe's spreadsheet engine; the console's browser; the PDF probes' rasteriser
+	scripts/ensure-debian-packages libreoffice-calc-nogui=soffice chromium=chromium poppler-utils=pdftoppm pgbouncer=pgbouncer  # the export probe's spreadsheet engine; the console's browser; the PDF probes' rasteriser; the transaction-pooling probes' PgBouncer
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
 lint: $(STAMP)  ## format check, lint, import contracts and the faces' rules, strict typing

@@ -74,6 +74,9 @@ def database(settings: Settings) -> Iterator[str]:
 
 
 async def _apply(url: str, settings: Settings) -> list[str]:
+    """Apply the migrations over a session of their own (their advisory lock is a session
+    lock): the direct URL behind a transaction pooler."""
+    url = settings.database_direct_url or url
     conn = await asyncpg.connect(url, timeout=settings.connect_timeout_s)
     try:
         return await migrate.apply(conn, settings.migrations_dir or migrate.default_dir())

@@ -156,6 +156,12 @@ _CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
     asyncpg.ConnectionDoesNotExistError,
     asyncpg.InterfaceError,
     TimeoutError,
+    # the server is going away (a fast shutdown, a crash, a standby being promoted)
+    asyncpg.AdminShutdownError,
+    asyncpg.CrashShutdownError,
+    # the connection sits on a server that takes no writes: a standby, or a primary
+    # demoted by a failover (`transaction()` drops the connection)
+    asyncpg.ReadOnlySQLTransactionError,
 )
 
 
@@ -177,10 +183,25 @@ def _translate(exc: BaseException) -> BaseException:
 
 
 @asynccontextmanager
+async def _on_a_writable_server(conn: Connection) -> AsyncIterator[None]:
+    """A connection that met a server taking no writes (a standby, or a primary demoted by
+    a failover) is dropped, not handed back: the pool makes the next one afresh, to the new
+    primary (several hosts in the URL and `target_session_attrs=read-write`)."""
+    try:
+        yield
+    except asyncpg.ReadOnlySQLTransactionError:
+        conn.terminate()
+        raise
+
+
+@asynccontextmanager
 async def transaction(pool: Pool) -> AsyncIterator[Connection]:
     """One verb, one transaction: acquire, BEGIN, yield, COMMIT; map failures to refusals."""
     try:
-        async with pool.acquire() as conn, conn.transaction():
+        async with pool.acquire() as conn, _on_a_writable_server(conn), conn.transaction():
+            timeouts = getattr(conn, "local_timeouts", None)
+            if timeouts is not None:  # behind a transaction pooler: this transaction's own
+                await conn.execute(_LOCAL_TIMEOUTS, *timeouts)
             yield conn
     except BaseException as exc:
         mapped = _translate(exc)
@@ -193,7 +214,7 @@ async def transaction(pool: Pool) -> AsyncIterator[Connection]:
 async def connection(pool: Pool) -> AsyncIterator[Connection]:
     """A connection for reads that need no transaction; failures mapped like writes."""
     try:
-        async with pool.acquire() as conn:
+        async with pool.acquire() as conn, _on_a_writable_server(conn):
             yield conn
     except BaseException as exc:
         mapped = _translate(exc)
@@ -218,23 +239,57 @@ async def _keep_session(conn: asyncpg.Connection[asyncpg.Record]) -> None:
     """
 
 
+_IDLE_IN_TRANSACTION_MS = 60000
+_LOCAL_TIMEOUTS = """
+SELECT set_config('lock_timeout', $1, true), set_config('statement_timeout', $2, true),
+    set_config('idle_in_transaction_session_timeout', $3, true)
+"""
+
+
+class TransactionPooled(asyncpg.Connection):
+    """A connection through a transaction pooler (PgBouncer, `pool_mode = transaction`):
+    its server session is anyone's between two transactions, so it keeps no state there.
+    The timeouts, which a direct connection sets once at its start, are set by each
+    transaction for itself (`SET LOCAL`, by `transaction()`); a statement outside a
+    transaction runs under the role's settings (docs/deploy.md)."""
+
+    local_timeouts: tuple[str, str, str] | None = None
+
+
 async def create_pool(url: str, settings: Settings) -> Pool:
-    """The asyncpg pool, sized and bounded by settings."""
+    """The asyncpg pool, sized and bounded by settings.
+
+    Direct (or through a session pooler): prepared statements cached per connection and
+    the timeouts set once as session settings at connect. Behind a transaction pooler
+    (`EVENTS_DB_POOLER=transaction`): no prepared-statement cache (a named statement would
+    live on one server session and be asked for on another), and only the startup
+    parameters PgBouncer keeps per client (`application_name`, `TimeZone`), the timeouts
+    set by each transaction (`TransactionPooled`)."""
+    timeouts = {
+        "lock_timeout": str(settings.lock_timeout_ms),
+        "statement_timeout": str(settings.statement_timeout_ms),
+        "idle_in_transaction_session_timeout": str(_IDLE_IN_TRANSACTION_MS),
+    }
+    pooled = settings.db_pooler == "transaction"
+    init = _init_connection
+    if pooled:
+
+        async def init(conn: asyncpg.Connection[asyncpg.Record]) -> None:
+            await _init_connection(conn)
+            conn.local_timeouts = tuple(timeouts.values())  # type: ignore[attr-defined]
+
+    server_settings = {"application_name": "events-svc", "TimeZone": "UTC"}
     pool = await asyncpg.create_pool(
         url,
         min_size=settings.pool_min,
         max_size=settings.pool_max,
         timeout=settings.connect_timeout_s,
         command_timeout=settings.statement_timeout_ms / 1000 + 5,
-        init=_init_connection,
+        init=init,
         reset=_keep_session,
-        server_settings={
-            "application_name": "events-svc",
-            "lock_timeout": str(settings.lock_timeout_ms),
-            "statement_timeout": str(settings.statement_timeout_ms),
-            "idle_in_transaction_session_timeout": "60000",
-            "TimeZone": "UTC",
-        },
+        server_settings=server_settings if pooled else {**server_settings, **timeouts},
+        statement_cache_size=0 if pooled else 100,
+        connection_class=TransactionPooled if pooled else asyncpg.Connection,
     )
     return pool
 

@@ -271,8 +271,9 @@ class SchedulerLoop:
                     await asyncio.wait_for(self.stopping.wait(), timeout=wait)
 
     async def _listener(self, stack: contextlib.AsyncExitStack) -> Any:
-        """A connection for LISTEN: its own when the URL is known, else one from the pool."""
-        url = self.settings.database_url
+        """A connection for LISTEN: its own when the URL is known (the direct one behind a
+        transaction pooler), else one from the pool."""
+        url = self.settings.session_url
         if url:
             conn = await asyncpg.connect(url, timeout=self.settings.connect_timeout_s)
             stack.push_async_callback(conn.close)

@@ -228,11 +228,19 @@ def _gateway(env: Mapping[str, str], url_name: str, secret_name: str) -> tuple[s
     return url, secret
 
 
+POOLERS = ("session", "transaction")
+
+
 @dataclass(frozen=True)
 class Settings:
     """Every knob of the service; see the configuration table in README.md."""
 
     database_url: str | None = None
+    # "session" (a direct server or a session pooler) or "transaction" (PgBouncer in
+    # transaction pooling: no prepared-statement cache, timeouts per transaction)
+    db_pooler: str = "session"
+    # for what needs a session of its own (LISTEN, the migrations' advisory lock)
+    database_direct_url: str | None = None
     data_dir: Path = field(default_factory=lambda: Path(".events-data"))
     host: str = "127.0.0.1"
     port: int = 8000
@@ -298,7 +306,28 @@ class Settings:
             return self.console_secure_cookie
         return not _is_loopback(self.host)
 
+    @property
+    def session_url(self) -> str | None:
+        """The URL of a connection that keeps its session (LISTEN, a session advisory
+        lock): the direct one when set, else the pooled URL (a direct server then)."""
+        return self.database_direct_url or self.database_url
+
     def __post_init__(self) -> None:
+        if self.db_pooler not in POOLERS:
+            raise SettingsError(
+                f"EVENTS_DB_POOLER={self.db_pooler!r} is not one of {', '.join(POOLERS)}"
+            )
+        if (
+            self.db_pooler == "transaction"
+            and self.scheduler_enabled
+            and self.database_url
+            and not self.database_direct_url
+        ):
+            raise SettingsError(
+                "EVENTS_DB_POOLER=transaction needs EVENTS_DATABASE_DIRECT_URL (the "
+                "scheduler's LISTEN needs a session of its own) unless "
+                "EVENT_SCHEDULER_ENABLED=false"
+            )
         if self.pool_min > self.pool_max:
             raise SettingsError(
                 f"EVENTS_POOL_MIN={self.pool_min} exceeds EVENTS_POOL_MAX={self.pool_max}"
@@ -323,6 +352,8 @@ class Settings:
         )
         return cls(
             database_url=_url(e, "EVENTS_DATABASE_URL"),
+            db_pooler=e.get("EVENTS_DB_POOLER", "").strip().lower() or "session",
+            database_direct_url=_url(e, "EVENTS_DATABASE_DIRECT_URL"),
             data_dir=Path(e.get("EVENTS_DATA_DIR", "").strip() or ".events-data"),
             host=e.get("EVENTS_HOST", "").strip() or "127.0.0.1",
             port=_int(e, "EVENTS_PORT", 8000),

@@ -7,9 +7,11 @@ its own template, on the one server they share). No server means failures, never
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
+from urllib.parse import urlsplit
 
 import asyncpg
 import httpx
@@ -21,8 +23,13 @@ from events_svc.settings import Settings
 from tests.probes.helpers import BASE, Api, drop_database, new_database, with_database
 from tests.server import URL_KEY, database_server
 
+# `pgbouncer`: every probe's pool goes through a real PgBouncer in transaction pooling
+POOLER_KEY = "EVENTS_TEST_POOLER"
 # a worker's template; a test's database is cloned from its worker's
-TEMPLATE = f"events_test_template_{os.environ.get('PYTEST_XDIST_WORKER', 'main')}"
+# (`EVENTS_TEST_TEMPLATE_SUFFIX`: a run started by a probe, beside its own worker's)
+TEMPLATE = "events_test_template_" + (
+    os.environ.get("EVENTS_TEST_TEMPLATE_SUFFIX") or os.environ.get("PYTEST_XDIST_WORKER", "main")
+)
 
 
 @pytest.fixture(scope="session")
@@ -70,15 +77,44 @@ async def empty_db_url(admin_url: str) -> AsyncIterator[str]:
     await drop_database(admin_url, name)
 
 
+@pytest.fixture(scope="session")
+def bouncer(admin_url: str) -> Iterator[str]:
+    """A real PgBouncer in transaction pooling before the session's server (one per
+    worker); its URL with `{database}` to fill (`tests/pgbouncer.py`)."""
+    from tests.pgbouncer import pgbouncer
+
+    with pgbouncer(admin_url) as url:
+        yield url
+
+
 @pytest.fixture
-def settings(db_url: str) -> Settings:
+def settings(db_url: str, request: pytest.FixtureRequest) -> Settings:
     # the scheduler loop runs only in the probes that start it: others pass time explicitly
-    return Settings(
+    base = Settings(
         database_url=db_url,
         pool_min=1,
         pool_max=4,
         lock_timeout_ms=2000,
         scheduler_enabled=False,
+    )
+    return routed(base, request)
+
+
+def routed(settings: Settings, request: pytest.FixtureRequest) -> Settings:
+    """`settings` as this run asks: unchanged, or in the run through PgBouncer
+    (`EVENTS_TEST_POOLER=pgbouncer`, test_pooler.py) the pool through it in transaction
+    pooling and what needs a session to the server directly. A module that makes its own
+    settings passes them through here too."""
+    if os.environ.get(POOLER_KEY) != "pgbouncer":
+        return settings
+    direct = settings.database_url
+    assert direct
+    bouncer = request.getfixturevalue("bouncer")
+    return dataclasses.replace(
+        settings,
+        database_url=bouncer.format(database=urlsplit(direct).path[1:]),
+        database_direct_url=direct,
+        db_pooler="transaction",
     )
 
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import shutil
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import asyncpg
 import httpx
@@ -75,3 +77,44 @@ async def test_postgres_stopped_and_restarted_under_load():
     finally:
         await asyncio.to_thread(server.stop)
         shutil.rmtree(folder, ignore_errors=True)
+
+
+async def test_a_server_that_turned_read_only_answers_database_unavailable_and_is_left(
+    admin_url: str, settings: Settings
+) -> None:
+    """A connection that lands on a server in recovery (a standby, or a primary being
+    demoted after a failover) refuses writes: the request answers 503
+    `database_unavailable` with `Retry-After`, never a 500, and the pool drops that
+    connection, so the next one is made afresh (to the new primary, with a URL of
+    several hosts and `target_session_attrs=read-write`)."""
+    assert settings.database_url
+    name = urlsplit(settings.database_url).path[1:]
+    app = create_app(dataclasses.replace(settings, pool_min=1, pool_max=1))
+    async with app.router.lifespan_context(app):
+        pool = app.state.events.pool
+        token, _ = await create_token(pool, "standby", ["*"], None, datetime.now(UTC))
+        headers = {"Authorization": f"Bearer {token}"}
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url=BASE, headers=headers) as c:
+            ev = (await c.post("/admin/events", json=event_body(seats_max=5))).json()
+            admin = await asyncpg.connect(admin_url)
+            try:
+                # the pool's one connection now sits on a server that refuses writes
+                await admin.execute(
+                    f'ALTER DATABASE "{name}" SET default_transaction_read_only = on'
+                )
+                async with pool.acquire() as conn:
+                    await conn.execute("SET default_transaction_read_only = on")
+                    before = await conn.fetchval("SELECT pg_backend_pid()")
+                r = await c.post("/admin/registrations", json={"event_id": ev["id"]})
+                assert r.status_code == 503, r.text
+                assert r.json()["error"]["code"] == "database_unavailable"
+                assert r.headers["retry-after"]
+                # the primary is back (here: the same server writable again)
+                await admin.execute(f'ALTER DATABASE "{name}" RESET default_transaction_read_only')
+            finally:
+                await admin.close()
+            r = await c.post("/admin/registrations", json={"event_id": ev["id"]})
+            assert r.status_code == 201, r.text
+            async with pool.acquire() as conn:
+                assert await conn.fetchval("SELECT pg_backend_pid()") != before

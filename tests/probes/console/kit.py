@@ -19,6 +19,7 @@ import zlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
+from http.cookiejar import Cookie
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
@@ -26,6 +27,7 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 import asyncpg
 import httpx
 import uvicorn
+from playwright._impl._api_structures import SetCookieParam
 from playwright.async_api import Browser, BrowserContext, Page, Playwright, async_playwright
 
 from events_svc.verbs.tokens import create_token
@@ -91,6 +93,22 @@ async def served(app: Any) -> AsyncIterator[str]:
         await task
 
 
+def browser_cookie(cookie: Cookie) -> SetCookieParam:
+    """A cookie the console set over HTTP, as the browser would have stored it (its
+    path, HttpOnly, Secure and SameSite as the answer gave them)."""
+    rest = {k.lower(): v for k, v in cookie.__dict__.get("_rest", {}).items()}
+    same_site = str(rest.get("samesite") or "Lax").capitalize()
+    return {
+        "name": cookie.name,
+        "value": cookie.value or "",
+        "domain": cookie.domain.lstrip("."),
+        "path": cookie.path,
+        "httpOnly": "httponly" in rest,
+        "secure": bool(cookie.secure),
+        "sameSite": "Strict" if same_site == "Strict" else "None" if same_site == "None" else "Lax",
+    }
+
+
 class Studio:
     """One test's console: the served app, the browser, the pool, the secrets to hide."""
 
@@ -114,15 +132,23 @@ class Studio:
     async def open(
         self, *scopes: str, size: str = "desktop", js: bool = True, token: str | None = None
     ) -> Page:
-        """A new browser context at `size`, signed in with a token of `scopes`."""
+        """A new browser context at `size`, signed in with a token of `scopes`, on the page
+        the sign-in lands on. The sign-in form is posted over HTTP (the very request the
+        browser would make) and its session cookie handed to the context: the form itself
+        is driven in the browser by `test_pages.test_sign_in_and_out_in_a_browser`, and
+        each probe saves two page loads."""
         context = await self.browser.new_context(viewport=SIZES[size], java_script_enabled=js)
         self.contexts.append(context)
-        page = await context.new_page()
         secret = token or await self.token(*scopes)
-        await page.goto(self.url("/sign-in"))
-        await page.fill("#field-token", secret)
-        await page.click("button[type=submit]")
-        await page.wait_for_load_state()
+        async with httpx.AsyncClient(base_url=self.url("")) as c:
+            csrf = await csrf_of(c)
+            signed = await c.post("/sign-in", data={"token": secret, "csrf_token": csrf})
+            assert signed.status_code == 303, signed.text
+            landing = signed.headers["location"]
+            cookies = [browser_cookie(cookie) for cookie in c.cookies.jar]
+        await context.add_cookies(cookies)
+        page = await context.new_page()
+        await page.goto(landing if landing.startswith("http") else self.base + landing)
         return page
 
     async def anonymous(self, size: str = "desktop", js: bool = True) -> Page:

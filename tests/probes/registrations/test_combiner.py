@@ -29,16 +29,24 @@ from events_svc.models import AnswerInput, AttendeeInput
 from events_svc.settings import Settings
 from events_svc.verbs.registrations import COMBINER, Registered, RegisterRequest, register
 from events_svc.verbs.registrations.take_seats import register_batch_in
+from tests.probes.conftest import routed
 from tests.probes.helpers import Api, add_slot, add_ticket, make_event, run, scheduler, template
 
 SINGLES, GROUPS = 256, 64
 
 
 @pytest.fixture
-def settings(db_url: str) -> Settings:
+def settings(db_url: str, request: pytest.FixtureRequest) -> Settings:
     # enough connections that waiting happens in the combiner and PostgreSQL
-    return Settings(
-        database_url=db_url, pool_min=4, pool_max=24, lock_timeout_ms=10000, scheduler_enabled=False
+    return routed(
+        Settings(
+            database_url=db_url,
+            pool_min=4,
+            pool_max=24,
+            lock_timeout_ms=10000,
+            scheduler_enabled=False,
+        ),
+        request,
     )
 
 
@@ -113,14 +121,16 @@ from events_svc.settings import Settings
 from events_svc.verbs.registrations import COMBINER
 from tests.probes.registrations.test_combiner import storm
 
-async def main(url, event_id):
+async def main(url, event_id, pooler, direct):
     pool = await create_pool(url, Settings(database_url=url, pool_min=2, pool_max=8,
-                                           lock_timeout_ms=20000))
+                                           lock_timeout_ms=20000, db_pooler=pooler,
+                                           database_direct_url=direct or None,
+                                           scheduler_enabled=False))
     outcome = await storm(pool, uuid.UUID(event_id))
     await pool.close()
     print(json.dumps({"outcome": outcome, "largest": max(COMBINER.batch_sizes)}))
 
-asyncio.run(main(sys.argv[1], sys.argv[2]))
+asyncio.run(main(*sys.argv[1:5]))
 """
 
 
@@ -139,6 +149,8 @@ async def test_three_processes_storm_one_event_and_never_oversell(
             STORM_SCRIPT,
             settings.database_url,
             event["id"],
+            settings.db_pooler,
+            settings.database_direct_url or "",
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )
