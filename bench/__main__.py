@@ -55,6 +55,9 @@ service whose delivery loop fans them out to 3 endpoints on a local receiver (de
 written live and as a backlog); then the hot registration path through HTTP with the
 endpoints off and on, side by side.
 
+Part 13. The hot event across processes (`bench/pooled.py`, `--pooled C`, 32 clients): one
+service process, three, and three behind a real PgBouncer in transaction pooling.
+
 Database: EVENTS_BENCH_ADMIN_URL (a superuser URL) or a fresh embedded PostgreSQL.
 """
 
@@ -88,6 +91,7 @@ from bench.documents import DOCUMENTS_HEADER, documents_run
 from bench.export import EXPORT_HEADER, export_run
 from bench.leads import LEADS_HEADER, leads_run
 from bench.operations import OPERATIONS_HEADER, operations_run
+from bench.pooled import POOLED_HEADER, pooled_run
 from bench.seam import SEAM_HEADER, seam_run
 from bench.waitlist import JOIN_HEADER, OFFERS_HEADER, waitlist_run
 from bench.webhooks import FANOUT_HEADER, HOT_HEADER, webhooks_run
@@ -331,6 +335,12 @@ def main() -> None:
         default=1_000,
         help="registrations of the webhooks benchmark, 3 endpoints each (0 skips it)",
     )
+    parser.add_argument(
+        "--pooled",
+        type=int,
+        default=32,
+        help="clients of the hot event across 1 and 3 processes and PgBouncer (0 skips it)",
+    )
     args = parser.parse_args()
     sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
     concurrency = [int(x) for x in args.concurrency.split(",")]
@@ -424,6 +434,11 @@ def main() -> None:
             print("\nThe hot registration path, endpoints off and on, one service, HTTP:")
             print(HOT_HEADER)
             print("\n".join(hot))
+        if args.pooled:
+            lines = asyncio.run(pooled_run(admin_url, args.pooled, args.seconds))
+            print(f"\nThe hot event across processes, {args.pooled} clients, HTTP:")
+            print(POOLED_HEADER)
+            print("\n".join(lines))
 
 
 if __name__ == "__main__":

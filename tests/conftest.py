@@ -26,3 +26,10 @@ def pytest_configure_node(node: Any) -> None:
         config.add_cleanup(stack.close)  # after every worker has finished
         url = config._events_admin_url = stack.enter_context(database_server())
     node.workerinput[URL_KEY] = url
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The long probes (`@pytest.mark.long`) first, the rest in their order: under
+    pytest-xdist's work stealing a long probe started last would leave one worker running
+    it alone at the end of the run."""
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)

@@ -443,6 +443,7 @@ async def _count(db_url: str, sql: str) -> int:
         await conn.close()
 
 
+@pytest.mark.long
 async def test_a_sigkill_mid_dispatch_leaves_one_message_per_trigger(api: Api, admin, db_url: str):
     ev = await make_event(admin, seats_max=0, seats_limited=False)
     await seed(api, ev["id"], 2000)

@@ -380,6 +380,7 @@ def _fuzz(
 
 
 @pytest.mark.timeout(max(120, EXAMPLES * 8))
+@pytest.mark.long
 def test_every_operation_answers_within_its_contract(
     schema: Any, bearer: dict[str, str], capsys: pytest.CaptureFixture[str]
 ):

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import aiohttp
+import pytest
 
 from tests.probes.helpers import (
     API,
@@ -67,6 +68,7 @@ async def test_three_processes_96_racers_10_seats(db_url: str, api: Api, admin):
         assert await conn.fetchval("SELECT count(*) FROM event.registrations") == 10
 
 
+@pytest.mark.long
 async def test_three_scheduler_loops_and_a_killed_one_queue_each_mail_once(
     db_url: str, api: Api, admin
 ):

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import asyncpg
 import httpx
+import pytest
 
 from events_svc.adapters.standalone import OutboxQueue
 from events_svc.ports import OutgoingMessage
@@ -169,6 +170,7 @@ async def test_two_processes_drain_2000_mails_each_delivered_once(
     assert max(sink.most_in_flight.values()) <= 2 * 2
 
 
+@pytest.mark.long
 async def test_a_process_killed_mid_drain_loses_nothing_and_resends_only_what_it_held(
     pool: asyncpg.Pool, db_url: str, tmp_path: Path
 ):
