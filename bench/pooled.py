@@ -64,7 +64,6 @@ async def pooled_run(admin_url: str, clients: int, seconds: float) -> list[str]:
             pooled_env = {
                 "EVENTS_DB_POOLER": "transaction",
                 "EVENTS_DATABASE_DIRECT_URL": url,
-                "EVENT_SCHEDULER_ENABLED": "false",
             }
             for seq, setup in enumerate(ORDER, 1300):
                 event_id = await fresh_event(conn, EXISTING, seq)

@@ -53,8 +53,10 @@ def _server(admin_url: str) -> tuple[str, int, str]:
 
 
 @contextlib.contextmanager
-def pgbouncer(admin_url: str) -> Iterator[str]:
-    """A running PgBouncer in transaction mode; yields its URL with `{database}` to fill."""
+def pgbouncer(admin_url: str, report: Path | None = None) -> Iterator[str]:
+    """A running PgBouncer in transaction mode; yields its URL with `{database}` to fill.
+    With `report`, a line with the number of client logins it served is appended to that
+    file when it stops (what a run through it proves it went through it with)."""
     host, port, user = _server(admin_url)
     listen = _free_port()
     folder = Path(tempfile.mkdtemp(prefix="events-pgbouncer-"))
@@ -99,4 +101,9 @@ def pgbouncer(admin_url: str) -> Iterator[str]:
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+        if report is not None:
+            log = folder / "pgbouncer.log"
+            logins = log.read_text().count("login attempt") if log.exists() else 0
+            with report.open("a") as out:
+                out.write(f"{logins}\n")
         shutil.rmtree(folder, ignore_errors=True)

@@ -162,6 +162,8 @@ _CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
     # the connection sits on a server that takes no writes: a standby, or a primary
     # demoted by a failover (`transaction()` drops the connection)
     asyncpg.ReadOnlySQLTransactionError,
+    # every host of the URL answered, none takes writes (mid-failover)
+    asyncpg.exceptions.TargetServerAttributeNotMatched,
 )
 
 
@@ -182,10 +184,18 @@ def _translate(exc: BaseException) -> BaseException:
     return exc
 
 
+async def takes_writes(conn: Connection) -> bool:
+    """Whether the server of `conn` takes writes (not a standby, not read-only): what
+    `/readyz` asks, so a load balancer leaves a process whose database is a standby (a
+    pooler still pointing at the old primary's standby, say)."""
+    return bool(await conn.fetchval("SELECT current_setting('transaction_read_only') = 'off'"))
+
+
 @asynccontextmanager
 async def _on_a_writable_server(conn: Connection) -> AsyncIterator[None]:
-    """A connection that met a server taking no writes (a standby, or a primary demoted by
-    a failover) is dropped, not handed back: the pool makes the next one afresh, to the new
+    """A connection that met a server taking no writes (a standby, such as a server the URL
+    named as primary before a failover, started again as a standby) is dropped, not handed
+    back: the pool makes the next one afresh, to the new
     primary (several hosts in the URL and `target_session_attrs=read-write`)."""
     try:
         yield
@@ -251,7 +261,8 @@ class TransactionPooled(asyncpg.Connection):
     its server session is anyone's between two transactions, so it keeps no state there.
     The timeouts, which a direct connection sets once at its start, are set by each
     transaction for itself (`SET LOCAL`, by `transaction()`); a statement outside a
-    transaction runs under the role's settings (docs/deploy.md)."""
+    transaction runs under the role's settings (docs/operations.md, "Connection
+    poolers")."""
 
     local_timeouts: tuple[str, str, str] | None = None
 

@@ -317,16 +317,10 @@ class Settings:
             raise SettingsError(
                 f"EVENTS_DB_POOLER={self.db_pooler!r} is not one of {', '.join(POOLERS)}"
             )
-        if (
-            self.db_pooler == "transaction"
-            and self.scheduler_enabled
-            and self.database_url
-            and not self.database_direct_url
-        ):
+        if self.db_pooler == "transaction" and self.database_url and not self.database_direct_url:
             raise SettingsError(
                 "EVENTS_DB_POOLER=transaction needs EVENTS_DATABASE_DIRECT_URL (the "
-                "scheduler's LISTEN needs a session of its own) unless "
-                "EVENT_SCHEDULER_ENABLED=false"
+                "migrations' lock and the scheduler's LISTEN need a session of their own)"
             )
         if self.pool_min > self.pool_max:
             raise SettingsError(

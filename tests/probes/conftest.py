@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -83,7 +84,8 @@ def bouncer(admin_url: str) -> Iterator[str]:
     worker); its URL with `{database}` to fill (`tests/pgbouncer.py`)."""
     from tests.pgbouncer import pgbouncer
 
-    with pgbouncer(admin_url) as url:
+    report = os.environ.get("EVENTS_TEST_POOLER_REPORT")
+    with pgbouncer(admin_url, Path(report) if report else None) as url:
         yield url
 
 

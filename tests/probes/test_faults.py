@@ -89,7 +89,9 @@ async def test_a_server_that_turned_read_only_answers_database_unavailable_and_i
     several hosts and `target_session_attrs=read-write`)."""
     assert settings.database_url
     name = urlsplit(settings.database_url).path[1:]
-    app = create_app(dataclasses.replace(settings, pool_min=1, pool_max=1))
+    # as a URL of several hosts would say it: only a server that takes writes will do
+    url = settings.database_url + "&target_session_attrs=read-write"
+    app = create_app(dataclasses.replace(settings, database_url=url, pool_min=1, pool_max=1))
     async with app.router.lifespan_context(app):
         pool = app.state.events.pool
         token, _ = await create_token(pool, "standby", ["*"], None, datetime.now(UTC))
@@ -106,15 +108,20 @@ async def test_a_server_that_turned_read_only_answers_database_unavailable_and_i
                 async with pool.acquire() as conn:
                     await conn.execute("SET default_transaction_read_only = on")
                     before = await conn.fetchval("SELECT pg_backend_pid()")
-                r = await c.post("/admin/registrations", json={"event_id": ev["id"]})
-                assert r.status_code == 503, r.text
-                assert r.json()["error"]["code"] == "database_unavailable"
-                assert r.headers["retry-after"]
+                for _ in range(2):  # the connection on it, then a new one refused by it
+                    r = await c.post("/admin/registrations", json={"event_id": ev["id"]})
+                    assert r.status_code == 503, r.text
+                    assert r.json()["error"]["code"] == "database_unavailable"
+                    assert r.headers["retry-after"]
+                ready = await c.get("/readyz")
+                assert ready.status_code == 503, ready.text
+                assert ready.json()["reason"] == "database_unavailable"
                 # the primary is back (here: the same server writable again)
                 await admin.execute(f'ALTER DATABASE "{name}" RESET default_transaction_read_only')
             finally:
                 await admin.close()
             r = await c.post("/admin/registrations", json={"event_id": ev["id"]})
             assert r.status_code == 201, r.text
+            assert (await c.get("/readyz")).status_code == 200
             async with pool.acquire() as conn:
                 assert await conn.fetchval("SELECT pg_backend_pid()") != before

@@ -8,8 +8,8 @@ scheduler and seam probes pass through it as they pass directly.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import os
+import re
 import subprocess
 import sys
 import uuid
@@ -126,8 +126,9 @@ def test_transaction_pooling_needs_a_direct_url_for_the_scheduler() -> None:
     url = "postgresql://u@127.0.0.1:6432/events"
     with pytest.raises(SettingsError, match="EVENTS_DATABASE_DIRECT_URL"):
         Settings(database_url=url, db_pooler="transaction", scheduler_enabled=True)
-    # without the scheduler (a process that only serves requests) it needs none
-    Settings(database_url=url, db_pooler="transaction", scheduler_enabled=False)
+    # even without the scheduler: the migrations' advisory lock is a session lock
+    with pytest.raises(SettingsError, match="EVENTS_DATABASE_DIRECT_URL"):
+        Settings(database_url=url, db_pooler="transaction", scheduler_enabled=False)
     with pytest.raises(SettingsError, match="EVENTS_DB_POOLER"):
         Settings.from_env({"EVENTS_DB_POOLER": "statement"})
     parsed = Settings.from_env(
@@ -139,15 +140,12 @@ def test_transaction_pooling_needs_a_direct_url_for_the_scheduler() -> None:
     )
     assert parsed.db_pooler == "transaction"
     assert parsed.session_url == "postgresql://u@127.0.0.1:5432/events"
-    assert (
-        dataclasses.replace(parsed, database_direct_url=None, scheduler_enabled=False).session_url
-        == url
-    )
+    assert Settings(database_url=url).session_url == url  # direct: the URL itself
 
 
 @pytest.mark.long
 def test_the_registration_scheduler_and_seam_probes_pass_through_pgbouncer(
-    admin_url: str,
+    admin_url: str, tmp_path: Path
 ) -> None:
     """The whole of those probes again, every pool through a real PgBouncer in
     transaction pooling (`EVENTS_TEST_POOLER=pgbouncer`: the `settings` fixture routes
@@ -155,6 +153,8 @@ def test_the_registration_scheduler_and_seam_probes_pass_through_pgbouncer(
     env = {**os.environ, POOLER_KEY: "pgbouncer", "EVENTS_TEST_ADMIN_URL": admin_url}
     env.pop("PYTEST_XDIST_WORKER", None)
     env["EVENTS_TEST_TEMPLATE_SUFFIX"] = "pooled"
+    report = tmp_path / "logins"
+    env["EVENTS_TEST_POOLER_REPORT"] = str(report)
     run = subprocess.run(
         [
             sys.executable,
@@ -169,5 +169,10 @@ def test_the_registration_scheduler_and_seam_probes_pass_through_pgbouncer(
     )
     tail = (run.stdout + run.stderr)[-3000:]
     assert run.returncode == 0, tail
-    assert " passed" in tail and "failed" not in tail and "error" not in tail.lower(), tail
-    assert f"{len(OWN_PROCESSES)} deselected" in tail, tail
+    summary = tail.strip().splitlines()[-1]
+    assert re.search(r"\d+ passed", summary), tail
+    assert not re.search(r"\d+ (failed|errors?)\b", summary), tail
+    assert f"{len(OWN_PROCESSES)} deselected" in summary, tail
+    # the pools went through the bouncer: a login per connection of every probe's pool
+    passed = int(re.search(r"(\d+) passed", summary).group(1))  # type: ignore[union-attr]
+    assert sum(int(n) for n in report.read_text().split()) >= passed, report.read_text()

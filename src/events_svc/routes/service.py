@@ -9,7 +9,7 @@ from fastapi import APIRouter, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from events_svc import errors, migrate
-from events_svc.db import connection
+from events_svc.db import connection, takes_writes
 from events_svc.models import HealthView, ReadyView
 from events_svc.routes.deps import Ctx, answer
 from events_svc.verbs import webhooks
@@ -38,11 +38,15 @@ async def readyz(ctx: Ctx) -> Response:
         async with asyncio.timeout(ctx.settings.connect_timeout_s):
             async with connection(ctx.db()) as conn:
                 waiting = await migrate.pending(conn, ctx.migrations_dir)
+                writable = await takes_writes(conn)
     except (errors.DomainError, migrate.MigrationError, TimeoutError) as exc:
         reason = exc.code if isinstance(exc, errors.DomainError) else "migrations_invalid"
         if isinstance(exc, TimeoutError):
             reason = "database_unavailable"
         unready["reason"] = reason
+        return answer(ReadyView, unready, status_code=503, exclude_none=True)
+    if not writable:
+        unready["reason"] = "database_unavailable"
         return answer(ReadyView, unready, status_code=503, exclude_none=True)
     if waiting:
         unready.update(reason="migrations_pending", pending=waiting)
