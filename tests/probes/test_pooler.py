@@ -176,3 +176,23 @@ def test_the_registration_scheduler_and_seam_probes_pass_through_pgbouncer(
     # the pools went through the bouncer: a login per connection of every probe's pool
     passed = int(re.search(r"(\d+) passed", summary).group(1))  # type: ignore[union-attr]
     assert sum(int(n) for n in report.read_text().split()) >= passed, report.read_text()
+
+
+async def test_a_request_never_waits_on_its_tokens_row(
+    admin: httpx.AsyncClient, settings: Settings
+) -> None:
+    """The bearer lookup's once-a-minute `last_used_at` is best effort (`SKIP LOCKED`): a
+    token row held by a sign-in or a revocation does not hold the request, which behind
+    the pooler no `lock_timeout` would bound (it runs outside a transaction)."""
+    await admin.get("/admin/events")  # the token exists and was just touched
+    assert settings.database_direct_url
+    holder = await asyncpg.connect(settings.database_direct_url)
+    try:
+        # due for a touch again, then its row held (as a sign-in holds it)
+        await holder.execute("UPDATE event.api_tokens SET last_used_at = now() - interval '1 hour'")
+        async with holder.transaction():
+            await holder.execute("SELECT 1 FROM event.api_tokens FOR NO KEY UPDATE")
+            r = await asyncio.wait_for(admin.get("/admin/events"), 5)
+            assert r.status_code == 200, r.text
+    finally:
+        await holder.close()

@@ -58,10 +58,13 @@ _RESOLVE = """
 WITH hit AS (
     SELECT id, name, scopes, company_id, last_used_at FROM event.api_tokens
     WHERE token_hash = $1 AND revoked_at IS NULL
-), touch AS (
-    UPDATE event.api_tokens t SET last_used_at = $2::timestamptz FROM hit
-    WHERE t.id = hit.id
-      AND (hit.last_used_at IS NULL OR hit.last_used_at < $2::timestamptz - interval '1 minute')
+), touch AS (  -- best effort: a token row another transaction holds is left as it is
+    UPDATE event.api_tokens t SET last_used_at = $2::timestamptz
+    WHERE t.id = (
+        SELECT k.id FROM event.api_tokens k JOIN hit ON k.id = hit.id
+        WHERE hit.last_used_at IS NULL OR hit.last_used_at < $2::timestamptz - interval '1 minute'
+        FOR NO KEY UPDATE OF k SKIP LOCKED
+    )
 )
 SELECT id, name, scopes, company_id FROM hit
 """
