@@ -159,8 +159,8 @@ _CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
     # the server is going away (a fast shutdown, a crash, a standby being promoted)
     asyncpg.AdminShutdownError,
     asyncpg.CrashShutdownError,
-    # the connection sits on a server that takes no writes: a standby, or a primary
-    # demoted by a failover (`transaction()` drops the connection)
+    # the connection sits on a server that takes no writes: a standby, such as the old
+    # primary started again as one (`_on_a_writable_server` drops the connection)
     asyncpg.ReadOnlySQLTransactionError,
     # every host of the URL answered, none takes writes (mid-failover)
     asyncpg.exceptions.TargetServerAttributeNotMatched,
@@ -195,8 +195,8 @@ async def takes_writes(conn: Connection) -> bool:
 async def _on_a_writable_server(conn: Connection) -> AsyncIterator[None]:
     """A connection that met a server taking no writes (a standby, such as a server the URL
     named as primary before a failover, started again as a standby) is dropped, not handed
-    back: the pool makes the next one afresh, to the new
-    primary (several hosts in the URL and `target_session_attrs=read-write`)."""
+    back: the pool makes the next one afresh, to the new primary (several hosts in the URL
+    and `target_session_attrs=read-write`)."""
     try:
         yield
     except asyncpg.ReadOnlySQLTransactionError:

@@ -102,6 +102,15 @@ def settings(db_url: str, request: pytest.FixtureRequest) -> Settings:
     return routed(base, request)
 
 
+def wide_settings(db_url: str, request: pytest.FixtureRequest) -> Settings:
+    """Enough connections that the waiting and the races happen in the combiner and in
+    PostgreSQL, not in the pool's queue (the combiner's and the races' probes)."""
+    wide = Settings(
+        database_url=db_url, pool_min=4, pool_max=24, lock_timeout_ms=10000, scheduler_enabled=False
+    )
+    return routed(wide, request)
+
+
 def routed(settings: Settings, request: pytest.FixtureRequest) -> Settings:
     """`settings` as this run asks: unchanged, or in the run through PgBouncer
     (`EVENTS_TEST_POOLER=pgbouncer`, test_pooler.py) the pool through it in transaction

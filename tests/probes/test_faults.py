@@ -6,8 +6,11 @@ import asyncio
 import dataclasses
 import shutil
 import tempfile
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import asyncpg
@@ -18,6 +21,20 @@ from events_svc.embedded import EmbeddedPostgres
 from events_svc.settings import Settings
 from events_svc.verbs.tokens import create_token
 from tests.probes.helpers import BASE, event_body
+
+
+@asynccontextmanager
+async def serving(settings: Settings) -> AsyncIterator[tuple[httpx.AsyncClient, Any]]:
+    """The app over `settings`, its lifespan running; a client with a '*' token, and the
+    app's pool."""
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        pool = app.state.events.pool
+        token, _ = await create_token(pool, "fault", ["*"], None, datetime.now(UTC))
+        headers = {"Authorization": f"Bearer {token}"}
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url=BASE, headers=headers) as c:
+            yield c, pool
 
 
 async def test_postgres_stopped_and_restarted_under_load():
@@ -32,44 +49,36 @@ async def test_postgres_stopped_and_restarted_under_load():
         settings = Settings(
             database_url=url, pool_min=2, pool_max=6, connect_timeout_s=2, scheduler_enabled=False
         )
-        app = create_app(settings)
-        async with app.router.lifespan_context(app):
-            pool = app.state.events.pool
-            token, _ = await create_token(pool, "fault", ["*"], None, datetime.now(UTC))
-            headers = {"Authorization": f"Bearer {token}"}
-            transport = httpx.ASGITransport(app=app)
-            async with httpx.AsyncClient(transport=transport, base_url=BASE, headers=headers) as c:
-                ev = (await c.post("/admin/events", json=event_body(seats_max=0))).json()
-                acknowledged: list[str] = []
-                outcomes: list[tuple[int, str | None]] = []
+        async with serving(settings) as (c, _):
+            ev = (await c.post("/admin/events", json=event_body(seats_max=0))).json()
+            acknowledged: list[str] = []
+            outcomes: list[tuple[int, str | None]] = []
 
-                async def register(n: int) -> None:
-                    for _ in range(n):
-                        r = await c.post("/admin/registrations", json={"event_id": ev["id"]})
-                        code = (
-                            r.json().get("error", {}).get("code") if r.status_code != 201 else None
-                        )
-                        outcomes.append((r.status_code, code))
-                        if r.status_code == 201:
-                            acknowledged.append(r.json()["id"])
+            async def register(n: int) -> None:
+                for _ in range(n):
+                    r = await c.post("/admin/registrations", json={"event_id": ev["id"]})
+                    code = r.json().get("error", {}).get("code") if r.status_code != 201 else None
+                    outcomes.append((r.status_code, code))
+                    if r.status_code == 201:
+                        acknowledged.append(r.json()["id"])
 
-                await register(10)
-                await asyncio.to_thread(server.stop)  # the database goes away
-                loop = asyncio.get_running_loop()
-                start = loop.time()
-                await register(10)
-                took = loop.time() - start
-                ready = await c.get("/readyz")
-                assert all(status == 503 for status, _ in outcomes[10:]), outcomes[10:]
-                assert {code for _, code in outcomes[10:]} == {"database_unavailable"}
-                assert took < 10  # refused quickly, not hanging
-                assert ready.status_code == 503
-                restarted = EmbeddedPostgres(folder)
-                await asyncio.to_thread(restarted.start)  # and comes back
-                server = restarted
-                await register(10)  # the same app, never restarted
-                assert [s for s, _ in outcomes[20:]] == [201] * 10
-                assert (await c.get("/readyz")).status_code == 200
+            await register(10)
+            await asyncio.to_thread(server.stop)  # the database goes away
+            loop = asyncio.get_running_loop()
+            start = loop.time()
+            await register(10)
+            took = loop.time() - start
+            ready = await c.get("/readyz")
+            assert all(status == 503 for status, _ in outcomes[10:]), outcomes[10:]
+            assert {code for _, code in outcomes[10:]} == {"database_unavailable"}
+            assert took < 10  # refused quickly, not hanging
+            assert ready.status_code == 503
+            restarted = EmbeddedPostgres(folder)
+            await asyncio.to_thread(restarted.start)  # and comes back
+            server = restarted
+            await register(10)  # the same app, never restarted
+            assert [s for s, _ in outcomes[20:]] == [201] * 10
+            assert (await c.get("/readyz")).status_code == 200
         conn = await asyncpg.connect(url)
         rows = {str(r["id"]) for r in await conn.fetch("SELECT id FROM event.registrations")}
         await conn.close()
@@ -91,37 +100,30 @@ async def test_a_server_that_turned_read_only_answers_database_unavailable_and_i
     name = urlsplit(settings.database_url).path[1:]
     # as a URL of several hosts would say it: only a server that takes writes will do
     url = settings.database_url + "&target_session_attrs=read-write"
-    app = create_app(dataclasses.replace(settings, database_url=url, pool_min=1, pool_max=1))
-    async with app.router.lifespan_context(app):
-        pool = app.state.events.pool
-        token, _ = await create_token(pool, "standby", ["*"], None, datetime.now(UTC))
-        headers = {"Authorization": f"Bearer {token}"}
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url=BASE, headers=headers) as c:
-            ev = (await c.post("/admin/events", json=event_body(seats_max=5))).json()
-            admin = await asyncpg.connect(admin_url)
-            try:
-                # the pool's one connection now sits on a server that refuses writes
-                await admin.execute(
-                    f'ALTER DATABASE "{name}" SET default_transaction_read_only = on'
-                )
-                async with pool.acquire() as conn:
-                    await conn.execute("SET default_transaction_read_only = on")
-                    before = await conn.fetchval("SELECT pg_backend_pid()")
-                for _ in range(2):  # the connection on it, then a new one refused by it
-                    r = await c.post("/admin/registrations", json={"event_id": ev["id"]})
-                    assert r.status_code == 503, r.text
-                    assert r.json()["error"]["code"] == "database_unavailable"
-                    assert r.headers["retry-after"]
-                ready = await c.get("/readyz")
-                assert ready.status_code == 503, ready.text
-                assert ready.json()["reason"] == "database_unavailable"
-                # the primary is back (here: the same server writable again)
-                await admin.execute(f'ALTER DATABASE "{name}" RESET default_transaction_read_only')
-            finally:
-                await admin.close()
-            r = await c.post("/admin/registrations", json={"event_id": ev["id"]})
-            assert r.status_code == 201, r.text
-            assert (await c.get("/readyz")).status_code == 200
+    narrow = dataclasses.replace(settings, database_url=url, pool_min=1, pool_max=1)
+    async with serving(narrow) as (c, pool):
+        ev = (await c.post("/admin/events", json=event_body(seats_max=5))).json()
+        admin = await asyncpg.connect(admin_url)
+        try:
+            # the pool's one connection now sits on a server that refuses writes
+            await admin.execute(f'ALTER DATABASE "{name}" SET default_transaction_read_only = on')
             async with pool.acquire() as conn:
-                assert await conn.fetchval("SELECT pg_backend_pid()") != before
+                await conn.execute("SET default_transaction_read_only = on")
+                before = await conn.fetchval("SELECT pg_backend_pid()")
+            for _ in range(2):  # the connection on it, then a new one refused by it
+                r = await c.post("/admin/registrations", json={"event_id": ev["id"]})
+                assert r.status_code == 503, r.text
+                assert r.json()["error"]["code"] == "database_unavailable"
+                assert r.headers["retry-after"]
+            ready = await c.get("/readyz")
+            assert ready.status_code == 503, ready.text
+            assert ready.json()["reason"] == "database_unavailable"
+            # the primary is back (here: the same server writable again)
+            await admin.execute(f'ALTER DATABASE "{name}" RESET default_transaction_read_only')
+        finally:
+            await admin.close()
+        r = await c.post("/admin/registrations", json={"event_id": ev["id"]})
+        assert r.status_code == 201, r.text
+        assert (await c.get("/readyz")).status_code == 200
+        async with pool.acquire() as conn:
+            assert await conn.fetchval("SELECT pg_backend_pid()") != before

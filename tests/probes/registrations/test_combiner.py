@@ -29,7 +29,7 @@ from events_svc.models import AnswerInput, AttendeeInput
 from events_svc.settings import Settings
 from events_svc.verbs.registrations import COMBINER, Registered, RegisterRequest, register
 from events_svc.verbs.registrations.take_seats import register_batch_in
-from tests.probes.conftest import routed
+from tests.probes.conftest import wide_settings
 from tests.probes.helpers import Api, add_slot, add_ticket, make_event, run, scheduler, template
 
 SINGLES, GROUPS = 256, 64
@@ -37,17 +37,7 @@ SINGLES, GROUPS = 256, 64
 
 @pytest.fixture
 def settings(db_url: str, request: pytest.FixtureRequest) -> Settings:
-    # enough connections that waiting happens in the combiner and PostgreSQL
-    return routed(
-        Settings(
-            database_url=db_url,
-            pool_min=4,
-            pool_max=24,
-            lock_timeout_ms=10000,
-            scheduler_enabled=False,
-        ),
-        request,
-    )
+    return wide_settings(db_url, request)
 
 
 def attendees(n: int, name: str = "Ada") -> list[AttendeeInput]:

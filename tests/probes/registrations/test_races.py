@@ -16,23 +16,13 @@ from events_svc.errors import SeatsExhausted
 from events_svc.models import AttendeeInput
 from events_svc.settings import Settings
 from events_svc.verbs.registrations import register
-from tests.probes.conftest import routed
+from tests.probes.conftest import wide_settings
 from tests.probes.helpers import Api, add_slot, add_ticket, correct, make_event
 
 
 @pytest.fixture
 def settings(db_url: str, request: pytest.FixtureRequest) -> Settings:
-    # enough connections that the races happen in PostgreSQL, not in the pool queue
-    return routed(
-        Settings(
-            database_url=db_url,
-            pool_min=4,
-            pool_max=24,
-            lock_timeout_ms=10000,
-            scheduler_enabled=False,
-        ),
-        request,
-    )
+    return wide_settings(db_url, request)
 
 
 async def _race(admin: httpx.AsyncClient, n: int, body: dict[str, Any]) -> Counter[Any]:
