@@ -14,8 +14,10 @@ hand finish and commit.
 It never spins. A failing line backs itself off (see `verbs.mail.failures`), so a loop
 whose only due work is failing sleeps. A pass that itself fails, or one that finds
 due work it cannot take (rows locked by another instance), makes the loop wait
-longer each time (seconds, doubling); a lost LISTEN connection is retried the same
-way. Each kind of failure is logged when it starts and when it clears.
+longer each time (seconds, doubling); a lost LISTEN connection (its server gone: a
+crash, a failover) is noticed when it closes and opened again the same way, on the new
+primary when the URL names several hosts. Each kind of failure is logged when it starts
+and when it clears.
 
 LISTEN runs on a connection of its own (outside the pool) when the database URL is
 known; a host that hands in only a pool lends one pooled connection to it. The same
@@ -283,6 +285,14 @@ class SchedulerLoop:
     async def _serve(self) -> None:
         async with contextlib.AsyncExitStack() as stack:
             listener = await self._listener(stack)
+            closed = asyncio.Event()
+
+            def on_close(_: object) -> None:  # its server went away (a crash, a failover)
+                closed.set()
+                self.wake.set()
+
+            listener.add_termination_listener(on_close)
+            stack.callback(listener.remove_termination_listener, on_close)
             for own in (CHANNEL, WAITLIST_CHANNEL):
                 await listener.add_listener(own, self._notified)
                 stack.push_async_callback(listener.remove_listener, own, self._notified)
@@ -294,6 +304,8 @@ class SchedulerLoop:
                 log.info("scheduler loop reconnected", extra={"fields": {"attempts": self.lost}})
                 self.lost = 0
             while not self.stopping.is_set():
+                if closed.is_set():  # no wake-up would reach this loop: listen again
+                    raise ConnectionError("the LISTEN connection closed")
                 self.wake.clear()
                 delay = await self.tick()
                 if delay <= 0.0:

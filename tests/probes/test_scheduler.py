@@ -86,6 +86,39 @@ async def test_the_lifespan_loop_wakes_on_notify(settings: Settings, api: Api, a
     assert loop.failures == 0
 
 
+async def test_a_lost_listen_connection_is_opened_again_and_wakes_the_loop(
+    settings: Settings, api: Api, admin
+):
+    ev = (await admin.post("/admin/events", json=event_body())).json()
+    tpl = await template(admin)
+    await scheduler(
+        admin, ev["id"], tpl, interval_kind="after_sub", interval_unit="now", interval_nbr=0
+    )
+    looping = dataclasses.replace(settings, scheduler_enabled=True, scheduler_floor_s=3600)
+    app = create_app(looping)
+    async with app.router.lifespan_context(app):
+        loop = app.state.events.scheduler
+        await asyncio.wait_for(_until(lambda: loop.passes >= 1), 10)
+        async with api.pool.acquire() as conn:  # its server ends the session (a failover)
+            ended = await conn.fetchval(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND query LIKE 'LISTEN %'"
+            )
+        assert ended == 1
+        await asyncio.wait_for(_until(lambda: loop.lost == 1), 10)  # noticed when it closed
+        await asyncio.wait_for(_until(lambda: loop.lost == 0), 10)  # and listening again
+        transport = httpx.ASGITransport(app=app)
+        headers = await api.token("*")
+        async with httpx.AsyncClient(transport=transport, base_url=BASE, headers=headers) as c:
+            r = await c.post(
+                "/admin/registrations",
+                json={"event_id": ev["id"], "name": "Ann", "email": "ann@example.org"},
+            )
+            assert r.status_code == 201
+        # the floor is an hour away: only a NOTIFY on the new connection wakes the loop
+        await asyncio.wait_for(_until_outbox(api, 1), 10)
+
+
 async def _until(check) -> None:  # type: ignore[no-untyped-def]
     while not check():
         await asyncio.sleep(0.05)
