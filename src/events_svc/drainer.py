@@ -12,7 +12,11 @@ without an attempt counted, and the channel pauses in this process (1 min, doubl
 1 h while the relay stays down; the first message sent clears it), so a broken relay
 costs one connection attempt per pause, not one per message or per batch. A batch stops
 starting sends once half its lease has passed: what it did not try goes back as it was,
-so a slow relay never lets a lease run out under messages still being sent.
+so a slow relay never lets a lease run out under messages still being sent. When the
+database is away as the answers are recorded (a failover mid-batch), the answers are kept
+and recorded again with a back-off (`RECORD_FIRST_S` doubling to `RECORD_MAX_S`) until the
+claim's lease runs out: what was sent is not sent again, and the rows do not wait for the
+lease; past the lease (or at a stop) they are given up, and the lease puts them back.
 
 Limits are per process: `EVENTS_SMTP_RATE` mails a second and `PER_DOMAIN` messages at
 once per recipient domain (N processes send at most N times as much).
@@ -38,6 +42,7 @@ from uuid import UUID
 
 from events_svc.db import Pool
 from events_svc.diagnostics import doubling, error_fields
+from events_svc.errors import DatabaseUnavailable
 from events_svc.observability import Metrics
 from events_svc.ports import DeliveryErrorKind, DeliveryFailure, Transport
 from events_svc.settings import Settings
@@ -59,6 +64,7 @@ PER_DOMAIN = 2  # messages in flight at once to one recipient domain
 FLOOR_S = 300.0  # the longest sleep with nothing due (a safety net under the wake-ups)
 FAILED_FIRST_S, FAILED_MAX_S = 5.0, 300.0  # a failing pass: 5 s doubling to 5 min
 BLOCKED_FIRST_S, BLOCKED_MAX_S = 0.2, 10.0  # due rows another drainer is claiming
+RECORD_FIRST_S, RECORD_MAX_S = 0.5, 10.0  # a batch's answers kept while the database is away
 PAUSE_FIRST_S, PAUSE_MAX_S = 60.0, 3600.0  # a channel whose relay is down: 1 min to 1 h
 
 
@@ -233,7 +239,26 @@ class Drainer:
             }
             log.warning("outbox delivery attempt failed", extra={"fields": fields})
 
-    async def drain_batch(self) -> DrainSummary:
+    async def _record(
+        self, claim: Claim, answers: list[tuple[UUID, Settled]], stopping: Callable[[], bool]
+    ) -> int:
+        """Record a batch's answers; while the database is unavailable, keep them and try
+        again (backing off) until the claim's lease runs out or a stop is asked."""
+        tries = 0
+        while True:
+            try:
+                return await record(self.pool(), claim, answers)
+            except DatabaseUnavailable as exc:
+                tries += 1
+                wait = doubling(RECORD_FIRST_S, RECORD_MAX_S, tries)
+                if stopping() or self.clock() + timedelta(seconds=wait) >= claim.lease_until:
+                    raise
+                level = logging.WARNING if tries == 1 else logging.DEBUG
+                fields = {**error_fields(exc), "answers": len(answers), "retry_in_s": wait}
+                log.log(level, "outbox answers kept", extra={"fields": fields})
+                await asyncio.sleep(wait)
+
+    async def drain_batch(self, stopping: Callable[[], bool] = lambda: False) -> DrainSummary:
         """Claim one batch, send it, record the answers."""
         summary = DrainSummary()
         now = self.clock()
@@ -247,7 +272,7 @@ class Drainer:
         sessions = {c: asyncio.Semaphore(t.sessions) for c, t in self.transports.items()}
         batch = _Batch(sessions, time.monotonic() + lease.total_seconds() / 2)
         answers = await asyncio.gather(*(self._send(batch, row) for row in claim.rows))
-        summary.recorded = await record(self.pool(), claim, list(answers))
+        summary.recorded = await self._record(claim, list(answers), stopping)
         summary.claimed, summary.batches = len(claim.rows), 1
         for _, settled in answers:
             given_back = not settled.tried and settled.error is None
@@ -260,7 +285,7 @@ class Drainer:
         """Batches until one comes back short (or a stop is asked)."""
         total = DrainSummary()
         while not stopping():
-            summary = await self.drain_batch()
+            summary = await self.drain_batch(stopping)
             total.add(summary)
             if not summary.more:
                 break

@@ -13,8 +13,10 @@ from typing import Any
 from uuid import UUID
 
 import asyncpg
+import pytest
 import trustme
 
+from events_svc.errors import DatabaseUnavailable
 from events_svc.ports import Attachment, AttachmentUnavailable
 from events_svc.settings import Settings, SmtpRelay
 from tests.probes.delivery.helpers import (
@@ -490,3 +492,56 @@ async def test_a_message_queued_before_the_sender_was_set_replies_to_its_organis
         await drainer(pool, relay_settings(settings, port)).drain()
     [mail] = sink.accepted
     assert mail["From"] == MAIL_FROM and mail["Reply-To"] == "organiser@example.org"
+
+
+async def test_answers_are_kept_while_the_database_is_away_and_recorded_when_it_is_back(
+    pool: asyncpg.Pool, settings: Settings
+):
+    """A failover between a batch's claim and its record: the answers wait (backing off)
+    and are written once the database answers again, so nothing is sent twice and no row
+    waits for its lease."""
+    ids = await queue_mail(pool, 3, recipient="f{i}@example.org")
+    gone = await asyncpg.create_pool(f"postgresql://u@127.0.0.1:{free_port()}/x", min_size=0)
+    handed: list[str] = []
+
+    def pools() -> asyncpg.Pool:  # the claim reaches the database; two records do not
+        handed.append("live" if len(handed) == 0 or len(handed) >= 3 else "gone")
+        return pool if handed[-1] == "live" else gone
+
+    with smtp_sink() as (sink, port):
+        kept = drainer(pool, relay_settings(settings, port), lease=timedelta(seconds=60))
+        kept.pool = pools
+        summary = await kept.drain_batch()
+        await kept.close()
+    await gone.close()
+    assert handed[:4] == ["live", "gone", "gone", "live"]
+    assert summary.sent == 3 and summary.recorded == 3
+    found = [await row(pool, i) for i in ids]
+    assert [f["state"] for f in found] == ["sent"] * 3
+    assert all(f["lease_until"] is None and f["attempts"] == 1 for f in found)
+    assert len(sink.seen_ids) == 3
+
+
+async def test_answers_are_given_up_when_the_lease_would_run_out_first(
+    pool: asyncpg.Pool, settings: Settings
+):
+    """Past its lease a claim's answers are no longer its own (another drainer may hold
+    the rows): the batch fails and the lease puts the rows back."""
+    ids = await queue_mail(pool, 1, recipient="g{i}@example.org")
+    gone = await asyncpg.create_pool(f"postgresql://u@127.0.0.1:{free_port()}/x", min_size=0)
+    handed: list[str] = []
+
+    def pools() -> asyncpg.Pool:
+        handed.append("live" if not handed else "gone")
+        return pool if handed[-1] == "live" else gone
+
+    with smtp_sink() as (sink, port):
+        short = drainer(pool, relay_settings(settings, port), lease=timedelta(seconds=1))
+        short.pool = pools
+        with pytest.raises(DatabaseUnavailable):
+            await short.drain_batch()
+        await short.close()
+    await gone.close()
+    assert len(handed) <= 3  # a try or two within the second, never a spin
+    assert (await row(pool, ids[0]))["state"] == "sending"  # the lease gives it back
+    assert len(sink.seen_ids) == 1
