@@ -160,10 +160,14 @@ _CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
     asyncpg.AdminShutdownError,
     asyncpg.CrashShutdownError,
     # the connection sits on a server that takes no writes: a standby, such as the old
-    # primary started again as one (`_on_a_writable_server` drops the connection)
+    # primary started again as one (`_dropped_when_broken` drops the connection)
     asyncpg.ReadOnlySQLTransactionError,
     # every host of the URL answered, none takes writes (mid-failover)
     asyncpg.exceptions.TargetServerAttributeNotMatched,
+    # a session the server ended mid-operation can leave asyncpg's protocol between two
+    # states ("another operation is in progress"): the connection is gone, not the code
+    # wrong (`_dropped_when_broken` drops it)
+    asyncpg.InternalClientError,
 )
 
 
@@ -191,15 +195,22 @@ async def takes_writes(conn: Connection) -> bool:
     return bool(await conn.fetchval("SELECT current_setting('transaction_read_only') = 'off'"))
 
 
+_BROKEN: tuple[type[BaseException], ...] = (
+    asyncpg.ReadOnlySQLTransactionError,
+    asyncpg.InternalClientError,
+)
+
+
 @asynccontextmanager
-async def _on_a_writable_server(conn: Connection) -> AsyncIterator[None]:
+async def _dropped_when_broken(conn: Connection) -> AsyncIterator[None]:
     """A connection that met a server taking no writes (a standby, such as a server the URL
-    named as primary before a failover, started again as a standby) is dropped, not handed
-    back: the pool makes the next one afresh, to the new primary (several hosts in the URL
-    and `target_session_attrs=read-write`)."""
+    named as primary before a failover, started again as a standby), or whose protocol a
+    server's sudden end left mid-operation, is dropped, not handed back: the pool makes
+    the next one afresh, to the new primary (several hosts in the URL and
+    `target_session_attrs=read-write`)."""
     try:
         yield
-    except asyncpg.ReadOnlySQLTransactionError:
+    except _BROKEN:
         conn.terminate()
         raise
 
@@ -208,7 +219,7 @@ async def _on_a_writable_server(conn: Connection) -> AsyncIterator[None]:
 async def transaction(pool: Pool) -> AsyncIterator[Connection]:
     """One verb, one transaction: acquire, BEGIN, yield, COMMIT; map failures to refusals."""
     try:
-        async with pool.acquire() as conn, _on_a_writable_server(conn), conn.transaction():
+        async with pool.acquire() as conn, _dropped_when_broken(conn), conn.transaction():
             timeouts = getattr(conn, "local_timeouts", None)
             if timeouts is not None:  # behind a transaction pooler: this transaction's own
                 await conn.execute(_LOCAL_TIMEOUTS, *timeouts)
@@ -224,7 +235,7 @@ async def transaction(pool: Pool) -> AsyncIterator[Connection]:
 async def connection(pool: Pool) -> AsyncIterator[Connection]:
     """A connection for reads that need no transaction; failures mapped like writes."""
     try:
-        async with pool.acquire() as conn, _on_a_writable_server(conn):
+        async with pool.acquire() as conn, _dropped_when_broken(conn):
             yield conn
     except BaseException as exc:
         mapped = _translate(exc)

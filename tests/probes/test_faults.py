@@ -127,3 +127,48 @@ async def test_a_server_that_turned_read_only_answers_database_unavailable_and_i
         assert (await c.get("/readyz")).status_code == 200
         async with pool.acquire() as conn:
             assert await conn.fetchval("SELECT pg_backend_pid()") != before
+
+
+async def test_backends_cut_mid_request_answer_503_and_the_pool_heals(
+    admin_url: str, settings: Settings
+) -> None:
+    """Server sessions ended under load (a crash, a failover, an operator's
+    `pg_terminate_backend`), some mid-transaction: a request answers 201 or 503
+    `database_unavailable`, never a 500 (asyncpg reports some of these cuts as an internal
+    client error, its protocol left mid-operation: such a connection is dropped too), and
+    once the cuts stop every request succeeds on the same app."""
+    assert settings.database_url
+    name = urlsplit(settings.database_url).path[1:]
+    wide = dataclasses.replace(settings, pool_min=4, pool_max=8)
+    async with serving(wide) as (c, _):
+        ev = (await c.post("/admin/events", json=event_body(seats_max=0))).json()
+        answers: list[tuple[int, str | None]] = []
+        cutting = True
+
+        async def client() -> None:
+            while cutting:
+                r = await c.post("/admin/registrations", json={"event_id": ev["id"]})
+                code = r.json().get("error", {}).get("code") if r.status_code != 201 else None
+                answers.append((r.status_code, code))
+
+        clients = [asyncio.create_task(client()) for _ in range(12)]
+        admin = await asyncpg.connect(admin_url)
+        try:
+            for _ in range(60):
+                await admin.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                    " WHERE datname = $1 AND pid <> pg_backend_pid()",
+                    name,
+                )
+                await asyncio.sleep(0.03)
+        finally:
+            cutting = False
+            await asyncio.gather(*clients)
+            await admin.close()
+        statuses = {status for status, _ in answers}
+        assert statuses <= {201, 503}, [a for a in answers if a[0] not in (201, 503)][:3]
+        assert {code for status, code in answers if status == 503} <= {"database_unavailable"}
+        assert 503 in statuses, "no request met a cut"
+        for _ in range(20):  # healed: no broken connection is handed out again
+            r = await c.post("/admin/registrations", json={"event_id": ev["id"]})
+            assert r.status_code == 201, r.text

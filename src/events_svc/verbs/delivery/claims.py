@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from uuid import UUID
 
-from events_svc.db import Pool, affected, transaction
+from events_svc.db import Pool, affected, connection, transaction
 from events_svc.ports import DeliveryErrorKind, DeliveryFailure, QueuedMessage
 
 RETRY_FIRST = timedelta(minutes=1)  # a temporary failure: 1 min, doubling up to 1 h
@@ -197,6 +197,6 @@ async def record(pool: Pool, claim: Claim, answers: list[tuple[UUID, Settled]]) 
 
 async def next_delivery_due(pool: Pool, channels: list[str]) -> datetime | None:
     """When the earliest unsent message of `channels` is due (None: none is waiting)."""
-    async with pool.acquire() as conn:
+    async with connection(pool) as conn:
         due: datetime | None = await conn.fetchval(_NEXT_DUE, channels)
     return due

@@ -15,7 +15,7 @@ from uuid import UUID
 
 from events_svc import errors
 from events_svc.actors import Actor
-from events_svc.db import Connection, Pool, transaction
+from events_svc.db import Connection, Pool, connection, transaction
 from events_svc.verbs.audit import write_audit
 from events_svc.verbs.common import clamp_limit, decode_cursor, page
 from events_svc.verbs.fence import get_event_row
@@ -186,6 +186,6 @@ async def retry_message(
 
 async def outbox_counts(pool: Pool) -> list[tuple[str, str, int]]:
     """(channel, delivery state, messages) of the whole outbox: the metrics' gauge."""
-    async with pool.acquire() as conn:
+    async with connection(pool) as conn:
         rows = await conn.fetch(_COUNTS)
     return [(r["channel"], r["state"], r["n"]) for r in rows]
