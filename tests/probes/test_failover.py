@@ -8,7 +8,7 @@ Then: every registration answered 201 is on the new primary, the event is not ov
 (its seat counter agrees with its rows), no answer was a 500 and none hung (a 503
 `database_unavailable` with Retry-After while no host took writes), both processes are
 ready again without a restart, and the outbox lost nothing (every registration's mail
-arrived, every row is `sent`). The time from the kill to the first 201 of a request sent
+arrived once, every row is `sent`). The time from the kill to the first 201 of a request sent
 after it is printed (`-s` shows it; docs/performance.md keeps the figures).
 """
 
@@ -67,6 +67,9 @@ def services(url: str, smtp_port: int, logs: Path) -> Iterator[list[str]]:
         "EVENTS_SMTP_RATE": "0",
         "EVENTS_POOL_MAX": "6",
         "EVENTS_CONNECT_TIMEOUT_S": "2",
+        # a claim whose commit landed on the standby but whose answer died with the
+        # primary is taken again when its lease runs out: short here, within the deadline
+        "EVENTS_DELIVERY_LEASE_S": "15",
         "EVENTS_LOG_LEVEL": "WARNING",
     }
     procs: list[tuple[str, subprocess.Popen[str]]] = []
@@ -199,7 +202,8 @@ async def test_a_primary_killed_mid_storm_loses_no_acknowledged_registration_or_
                     "SELECT recipient, delivery_state::text AS state FROM event.outbox_messages"
                 )
                 with sink.lock:
-                    arrived = {str(m["To"]) for m in sink.accepted}
+                    mails = [str(m["To"]) for m in sink.accepted]
+                arrived = set(mails)
                 if {r["state"] for r in rows} == {"sent"} and set(registered) <= arrived:
                     break
                 assert time.monotonic() < deadline, (
@@ -233,6 +237,7 @@ async def test_a_primary_killed_mid_storm_loses_no_acknowledged_registration_or_
     # the outbox lost nothing: one row per registration, each sent, each arrived
     assert sorted(r["recipient"] for r in rows) == sorted(registered)
     assert set(registered) <= arrived
+    assert len(mails) == len(arrived)  # none sent twice: the answers outlived the outage
     # both processes followed the new primary without a restart
     assert during == [503, 503] and after == [200, 200]
     # the figure: from the kill to the first 201 of a request sent after it
