@@ -83,9 +83,19 @@ def _check_history(applied: dict[str, str], files: list[Migration]) -> None:
 
 
 async def apply(conn: AnyConnection, directory: Path) -> list[str]:
-    """Apply every pending migration; returns the names applied by this call."""
+    """Apply every pending migration; returns the names applied by this call.
+
+    `conn` is the runner's own session. No statement bound holds there (an index built on
+    a large table takes its time, whatever the role's `statement_timeout`), and the wait
+    for another process's run (the advisory lock) is no lock timeout either: processes
+    that start together wait for one another. The migrations' own locks keep the
+    session's `lock_timeout`: a migration that would queue behind a long transaction, and
+    every request behind itself, stops the start instead (the next start tries again)."""
     files = load(directory)
+    await conn.execute("SET statement_timeout = 0")
+    await conn.execute("SET lock_timeout = 0")
     await conn.execute("SELECT pg_advisory_lock($1)", _LOCK_KEY)
+    await conn.execute("RESET lock_timeout")
     try:
         await conn.execute(_CREATE_TRACKING)
         applied = {r["name"]: r["sha256"] for r in await conn.fetch(_APPLIED)}

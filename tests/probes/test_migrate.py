@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import subprocess
@@ -85,6 +86,25 @@ async def test_a_failing_migration_rolls_back_alone(conn, folder: Path, empty_db
         await migrate.apply(conn, folder)
     assert await conn.fetchval("SELECT to_regclass('event.half')") is None
     assert await _applied(empty_db_url) == [m.name for m in FILES]
+
+
+async def test_a_run_waits_out_another_past_the_roles_lock_timeout(empty_db_url: str):
+    """The role's `lock_timeout` (here 100 ms) bounds the migrations' own locks, not the
+    wait for another process's run, and no statement bound holds during the run."""
+    bounded = {"lock_timeout": "100", "statement_timeout": "50"}
+    holder = await asyncpg.connect(empty_db_url)
+    runner = await asyncpg.connect(empty_db_url, server_settings=bounded)
+    try:
+        await holder.execute("SELECT pg_advisory_lock($1)", migrate._LOCK_KEY)
+        run = asyncio.create_task(migrate.apply(runner, migrate.default_dir()))
+        await asyncio.sleep(0.5)  # five lock timeouts
+        assert not run.done()
+        await holder.execute("SELECT pg_advisory_unlock($1)", migrate._LOCK_KEY)
+        assert await asyncio.wait_for(run, 60) == [m.name for m in FILES]
+        assert await runner.fetchval("SHOW lock_timeout") == "100ms"
+    finally:
+        await holder.close()
+        await runner.close()
 
 
 async def test_two_concurrent_migrate_processes_apply_once(empty_db_url: str):
