@@ -278,6 +278,20 @@ class TransactionPooled(asyncpg.Connection):
     local_timeouts: tuple[str, str, str] | None = None
 
 
+class BoundedPool(asyncpg.Pool):
+    """The pool, whose `acquire` waits at most `wait_s` by default for a connection (a free
+    one, or a new one made): past it, `TimeoutError`, which a verb answers as 503
+    `database_unavailable`. A database that stops answering (a primary frozen or cut off
+    mid-failover) then makes requests wait a bounded time, not for as long as the
+    connections it holds stay stuck."""
+
+    __slots__ = ("wait_s",)
+    wait_s: float
+
+    def acquire(self, *, timeout: float | None = None) -> Any:
+        return super().acquire(timeout=self.wait_s if timeout is None else timeout)
+
+
 async def create_pool(url: str, settings: Settings) -> Pool:
     """The asyncpg pool, sized and bounded by settings.
 
@@ -301,7 +315,7 @@ async def create_pool(url: str, settings: Settings) -> Pool:
             conn.local_timeouts = tuple(timeouts.values())  # type: ignore[attr-defined]
 
     server_settings = {"application_name": "events-svc", "TimeZone": "UTC"}
-    pool = await asyncpg.create_pool(
+    pool = BoundedPool(
         url,
         min_size=settings.pool_min,
         max_size=settings.pool_max,
@@ -312,7 +326,13 @@ async def create_pool(url: str, settings: Settings) -> Pool:
         server_settings=server_settings if pooled else {**server_settings, **timeouts},
         statement_cache_size=0 if pooled else 100,
         connection_class=TransactionPooled if pooled else asyncpg.Connection,
+        record_class=asyncpg.Record,
+        max_queries=50000,
+        max_inactive_connection_lifetime=300.0,
+        loop=None,
     )
+    pool.wait_s = float(settings.pool_wait_s)
+    await pool
     return pool
 
 

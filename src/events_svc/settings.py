@@ -249,6 +249,7 @@ class Settings:
     lock_timeout_ms: int = 5000
     statement_timeout_ms: int = 30000
     connect_timeout_s: int = 5
+    pool_wait_s: int = 10
     capability_secrets: tuple[str, ...] = ()
     mail_batch: int = 50
     mail_cron_limit: int = 1000
@@ -356,6 +357,7 @@ class Settings:
             lock_timeout_ms=_int(e, "EVENTS_LOCK_TIMEOUT_MS", 5000),
             statement_timeout_ms=_int(e, "EVENTS_STATEMENT_TIMEOUT_MS", 30000),
             connect_timeout_s=_int(e, "EVENTS_CONNECT_TIMEOUT_S", 5),
+            pool_wait_s=_int(e, "EVENTS_POOL_WAIT_S", 10),
             capability_secrets=_secrets(e, "EVENT_CAPABILITY_SECRET"),
             mail_batch=_int(e, "EVENT_MAIL_BATCH", 50),
             mail_cron_limit=_int(e, "EVENT_MAIL_CRON_LIMIT", 1000),

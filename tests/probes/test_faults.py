@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import shutil
 import tempfile
@@ -15,6 +16,7 @@ from urllib.parse import urlsplit
 
 import asyncpg
 import httpx
+import psutil
 
 from events_svc import create_app, migrate
 from events_svc.embedded import EmbeddedPostgres
@@ -172,3 +174,77 @@ async def test_backends_cut_mid_request_answer_503_and_the_pool_heals(
         for _ in range(20):  # healed: no broken connection is handed out again
             r = await c.post("/admin/registrations", json={"event_id": ev["id"]})
             assert r.status_code == 201, r.text
+
+
+def _suspend_server(folder: Path) -> list[psutil.Process]:
+    """SIGSTOP the postmaster of the server in `folder` and every process it started."""
+    pidfile = next(folder.rglob("postmaster.pid"))
+    postmaster = psutil.Process(int(pidfile.read_text().split()[0]))
+    frozen = [postmaster, *postmaster.children(recursive=True)]
+    for proc in frozen:
+        proc.suspend()
+    return frozen
+
+
+async def test_a_frozen_database_answers_503_within_its_bounds_and_recovers():
+    """A primary that stops answering without closing anything (a frozen machine, a cut
+    network): a request waits at most the statement bound (a statement in flight) or the
+    pool's wait (`EVENTS_POOL_WAIT_S`, for a connection), then answers 503
+    `database_unavailable`; never a hang, never a 500. Thawed, the same app serves again."""
+    folder = Path(tempfile.mkdtemp(prefix="events-frozen-"))
+    server = EmbeddedPostgres(folder)
+    await asyncio.to_thread(server.start)
+    url = server.url("events")
+    frozen: list[psutil.Process] = []
+    try:
+        conn = await asyncpg.connect(url)
+        await migrate.apply(conn, migrate.default_dir())
+        await conn.close()
+        settings = Settings(
+            database_url=url,
+            pool_min=2,
+            pool_max=2,
+            connect_timeout_s=1,
+            pool_wait_s=1,
+            statement_timeout_ms=1000,
+            scheduler_enabled=False,
+        )
+        async with serving(settings) as (c, _):
+            ev = (await c.post("/admin/events", json=event_body(seats_max=0))).json()
+            frozen = await asyncio.to_thread(_suspend_server, folder)
+            body = {"event_id": ev["id"]}
+            answers = await asyncio.gather(
+                *(c.post("/admin/registrations", json=body, timeout=60) for _ in range(6))
+            )
+            assert [r.status_code for r in answers] == [503] * 6, [r.text for r in answers]
+            assert {r.json()["error"]["code"] for r in answers} == {"database_unavailable"}
+            assert all(r.headers["retry-after"] for r in answers)
+            for proc in frozen:
+                proc.resume()
+            frozen = []
+            for _ in range(3):  # the same app, never restarted
+                r = await c.post("/admin/registrations", json=body)
+                assert r.status_code == 201, r.text
+    finally:
+        for proc in frozen:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                proc.resume()
+        await asyncio.to_thread(server.stop)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+async def test_a_request_waits_for_a_connection_at_most_the_pools_wait(settings: Settings):
+    """Every connection of the pool held (stuck on a database that stopped answering, or
+    simply busy): a request waits `EVENTS_POOL_WAIT_S` for one, then answers 503
+    `database_unavailable` with `Retry-After`; once one is free, it is served."""
+    narrow = dataclasses.replace(settings, pool_min=1, pool_max=1, pool_wait_s=1)
+    async with serving(narrow) as (c, pool):
+        ev = (await c.post("/admin/events", json=event_body(seats_max=0))).json()
+        body = {"event_id": ev["id"]}
+        async with pool.acquire():
+            r = await c.post("/admin/registrations", json=body, timeout=30)
+            assert r.status_code == 503, r.text
+            assert r.json()["error"]["code"] == "database_unavailable"
+            assert r.headers["retry-after"]
+        r = await c.post("/admin/registrations", json=body)
+        assert r.status_code == 201, r.text
