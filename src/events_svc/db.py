@@ -148,7 +148,7 @@ def refusal_for(exc: asyncpg.IntegrityConstraintViolationError) -> errors.Domain
     return cls(constraint=name)
 
 
-_CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
+CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
     OSError,
     ConnectionError,
     asyncpg.PostgresConnectionError,
@@ -156,9 +156,12 @@ _CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
     asyncpg.ConnectionDoesNotExistError,
     asyncpg.InterfaceError,
     TimeoutError,
-    # the server is going away (a fast shutdown, a crash, a standby being promoted)
-    asyncpg.AdminShutdownError,
-    asyncpg.CrashShutdownError,
+    # the server is going away (a fast shutdown, a crash, a standby being promoted, the
+    # database dropped, an idle session ended: every operator intervention but a
+    # cancelled statement, which `_translate` answers as busy first)
+    asyncpg.OperatorInterventionError,
+    # the reconnect storm after a promote meeting max_connections
+    asyncpg.TooManyConnectionsError,
     # the connection sits on a server that takes no writes: a standby, such as the old
     # primary started again as one (`_dropped_when_broken` drops the connection)
     asyncpg.ReadOnlySQLTransactionError,
@@ -183,7 +186,7 @@ def _translate(exc: BaseException) -> BaseException:
     if isinstance(exc, asyncpg.IntegrityConstraintViolationError):
         refusal = refusal_for(exc)
         return refusal if refusal is not None else exc
-    if isinstance(exc, _CONNECTION_ERRORS):
+    if isinstance(exc, CONNECTION_ERRORS):
         return errors.DatabaseUnavailable()
     return exc
 

@@ -97,7 +97,11 @@ async def test_a_run_waits_out_another_past_the_roles_lock_timeout(empty_db_url:
     try:
         await holder.execute("SELECT pg_advisory_lock($1)", migrate._LOCK_KEY)
         run = asyncio.create_task(migrate.apply(runner, migrate.default_dir()))
-        await asyncio.sleep(0.5)  # five lock timeouts
+        waiting = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+        while not await holder.fetchval(waiting):  # the runner queues on the lock
+            assert not run.done(), run
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.3)  # three of the role's lock timeouts go by: still waiting
         assert not run.done()
         await holder.execute("SELECT pg_advisory_unlock($1)", migrate._LOCK_KEY)
         assert await asyncio.wait_for(run, 60) == [m.name for m in FILES]

@@ -45,12 +45,10 @@ from typing import Any
 from uuid import UUID
 from zoneinfo import ZoneInfo
 
-import asyncpg
-
 from events_svc import errors
 from events_svc.actors import Actor
 from events_svc.capabilities import CapabilityCodec
-from events_svc.db import Connection, Pool, connection, must, transaction
+from events_svc.db import CONNECTION_ERRORS, Connection, Pool, connection, must, transaction
 from events_svc.diagnostics import error_fields
 from events_svc.models import AttendeeInput
 from events_svc.ports import MailRefused, OutgoingMessage, Ports, RenderRequest
@@ -527,7 +525,7 @@ async def _due_events(
                     or (_open_for_offers(event) and await _worth_serving(conn, event, now))
                 ):
                     work.append(event)
-            except (asyncpg.PostgresConnectionError, OSError):
+            except CONNECTION_ERRORS:
                 raise  # the database is away: the whole pass fails and backs off
             except Exception as exc:
                 _failed(summary, row["event_id"], exc)
