@@ -30,7 +30,7 @@ import uvicorn
 from events_svc import errors, migrate
 from events_svc.adapters.standalone import standalone_ports
 from events_svc.app import create_app
-from events_svc.db import create_pool
+from events_svc.db import connect_host_by_host, create_pool
 from events_svc.drainer import Drainer, DrainOptions
 from events_svc.embedded import EmbeddedError, EmbeddedPostgres, running_url
 from events_svc.observability import JsonFormatter
@@ -77,7 +77,7 @@ async def _apply(url: str, settings: Settings) -> list[str]:
     """Apply the migrations over a session of their own (their advisory lock is a session
     lock): the direct URL behind a transaction pooler."""
     url = settings.database_direct_url or url
-    conn = await asyncpg.connect(url, timeout=settings.connect_timeout_s)
+    conn = await connect_host_by_host(url, timeout=settings.connect_timeout_s)
     try:
         return await migrate.apply(conn, settings.migrations_dir or migrate.default_dir())
     finally:

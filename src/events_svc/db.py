@@ -15,6 +15,7 @@ import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, TypeAlias
+from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import asyncpg.pool
@@ -281,6 +282,34 @@ class TransactionPooled(asyncpg.Connection):
     local_timeouts: tuple[str, str, str] | None = None
 
 
+def each_host(url: str) -> list[str]:
+    """A URL naming several hosts (`h1:5432,h2:5432`) as one URL per host, in order, each
+    with the rest of the URL (user, database, `target_session_attrs`); one host: itself."""
+    parts = urlsplit(url)
+    userinfo, at, hostlist = parts.netloc.rpartition("@")
+    hosts = hostlist.split(",")
+    if len(hosts) < 2:
+        return [url]
+    return [urlunsplit(parts._replace(netloc=userinfo + at + host)) for host in hosts]
+
+
+async def connect_host_by_host(dsn: str | None = None, **options: Any) -> Any:
+    """`asyncpg.connect`, host by host, each with the whole `timeout`: asyncpg's own
+    connect spends one timeout over every host of the URL, so a first host that does not
+    answer at all (a machine powered off or cut off mid-failover, rather than a refused
+    connection) would use it up and the new primary after it would never be tried."""
+    if dsn is None:  # the parts given one by one: asyncpg's own way
+        return await asyncpg.connect(**options)
+    failure: BaseException | None = None
+    for one in each_host(dsn):
+        try:
+            return await asyncpg.connect(one, **options)
+        except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            failure = exc
+    assert failure is not None
+    raise failure
+
+
 class BoundedPool(asyncpg.Pool):
     """The pool, whose `acquire` waits at most `wait_s` by default for a connection (a free
     one, or a new one made): past it, `TimeoutError`, which a verb answers as 503
@@ -333,6 +362,7 @@ async def create_pool(url: str, settings: Settings) -> Pool:
         max_queries=50000,
         max_inactive_connection_lifetime=300.0,
         loop=None,
+        connect=connect_host_by_host,
     )
     pool.wait_s = float(settings.pool_wait_s)
     await pool

@@ -34,10 +34,8 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-import asyncpg
-
 from events_svc.capabilities import CapabilityCodec
-from events_svc.db import Pool
+from events_svc.db import Pool, connect_host_by_host
 from events_svc.diagnostics import doubling, error_fields
 from events_svc.links import AttendeeLinks
 from events_svc.observability import Metrics
@@ -277,7 +275,7 @@ class SchedulerLoop:
         transaction pooler), else one from the pool."""
         url = self.settings.session_url
         if url:
-            conn = await asyncpg.connect(url, timeout=self.settings.connect_timeout_s)
+            conn = await connect_host_by_host(url, timeout=self.settings.connect_timeout_s)
             stack.push_async_callback(conn.close)
             return conn
         return await stack.enter_async_context(self.pool().acquire())

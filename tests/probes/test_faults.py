@@ -244,3 +244,36 @@ async def test_a_request_waits_for_a_connection_at_most_the_pools_wait(settings:
             assert r.headers["retry-after"]
         r = await c.post("/admin/registrations", json=body)
         assert r.status_code == 201, r.text
+
+
+async def test_a_first_host_that_never_answers_does_not_hide_the_next(settings: Settings):
+    """A URL of two hosts whose first is silent (a machine powered off or cut off: the
+    connection is neither refused nor answered): each host gets the whole connect
+    timeout, so the second, writable one serves; with one timeout over both, the first
+    would use it up and every request would answer 503."""
+    assert settings.database_url
+    held: list[asyncio.StreamWriter] = []  # accepted, never answered
+
+    async def hold(_: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        held.append(writer)
+
+    silent = await asyncio.start_server(hold, "127.0.0.1", 0)
+    port = silent.sockets[0].getsockname()[1]
+    parts = urlsplit(settings.database_url)
+    userinfo, _, real = parts.netloc.rpartition("@")
+    netloc = f"{userinfo}@127.0.0.1:{port},{real}"
+    url = parts._replace(netloc=netloc).geturl()
+    url += ("&" if parts.query else "?") + "target_session_attrs=read-write"
+    both = dataclasses.replace(settings, database_url=url, pool_min=0, connect_timeout_s=1)
+    try:
+        async with serving(both) as (c, _):
+            ev = await c.post("/admin/events", json=event_body(seats_max=0))
+            assert ev.status_code == 201, ev.text
+            r = await c.post("/admin/registrations", json={"event_id": ev.json()["id"]})
+            assert r.status_code == 201, r.text
+            assert (await c.get("/readyz")).status_code == 200
+    finally:
+        for writer in held:
+            writer.close()
+        silent.close()
+        await silent.wait_closed()
