@@ -3,8 +3,10 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-# parallel test processes (pytest-xdist): one per core; `make test TEST_WORKERS=0` runs in one
-TEST_WORKERS ?= auto
+# parallel test processes (pytest-xdist): one per core and one more, since many probes
+# spend their time waiting on processes and servers of their own; `make test
+# TEST_WORKERS=0` runs in one
+TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
 
 .PHONY: run test lint migrate bench fuzz clean
 
