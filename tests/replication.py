@@ -140,12 +140,7 @@ def _wait_sync(primary: Server, deadline_s: float = 60) -> None:
         done = subprocess.run(
             [
                 str(_bin() / "psql"),
-                "-h",
-                "127.0.0.1",
-                "-p",
-                str(primary.port),
-                "-U",
-                "postgres",
+                *_at(primary),
                 "-Atc",
                 "SELECT sync_state FROM pg_stat_replication",
             ],
@@ -182,12 +177,7 @@ def synchronous_pair(databases: tuple[str, ...] = ("events",)) -> Iterator[Pair]
             _psql(primary, f'CREATE DATABASE "{name}"')
         _run(
             "pg_basebackup",
-            "-h",
-            "127.0.0.1",
-            "-p",
-            str(primary.port),
-            "-U",
-            "postgres",
+            *_at(primary),
             "-D",
             str(standby.pgdata),
             "-R",
@@ -210,8 +200,13 @@ def synchronous_pair(databases: tuple[str, ...] = ("events",)) -> Iterator[Pair]
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def _at(server: Server) -> tuple[str, ...]:
+    """The client programs' options that reach `server` as the superuser."""
+    return ("-h", "127.0.0.1", "-p", str(server.port), "-U", "postgres")
+
+
 def _psql(server: Server, sql: str) -> None:
-    _run("psql", "-h", "127.0.0.1", "-p", str(server.port), "-U", "postgres", "-c", sql)
+    _run("psql", *_at(server), "-c", sql)
 
 
 def _ensure_user(user: str) -> None:

@@ -12,6 +12,8 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -420,3 +422,32 @@ def wait_ready(proc: subprocess.Popen[str], base: str, timeout: float = 60) -> N
         except httpx.TransportError:
             pass
         time.sleep(0.1)
+
+
+def tails(logs: Path) -> dict[str, str]:
+    """The end of each process's output in `logs` (for a failure's message)."""
+    return {p.name: p.read_text()[-2000:] for p in sorted(logs.glob("*.log"))}
+
+
+@contextmanager
+def serve_processes(
+    db_url: str, logs: Path, n: int = 2, **env: str
+) -> Iterator[list[tuple[str, subprocess.Popen[str]]]]:
+    """`n` real `serve` processes over `db_url` with `env`, each one's output in
+    `logs`/serve-{i}.log; (base URL, process) once every one is ready; stopped on exit."""
+    procs: list[tuple[str, subprocess.Popen[str]]] = []
+    with ExitStack() as files:
+        try:
+            for i in range(n):
+                port = free_port()
+                out = files.enter_context((logs / f"serve-{i}.log").open("w"))
+                proc = start_serve(db_url, port, output=out.fileno(), **env)
+                procs.append((f"http://127.0.0.1:{port}", proc))
+            for base, proc in procs:
+                try:
+                    wait_ready(proc, base, timeout=90)
+                except AssertionError as exc:
+                    raise AssertionError(f"{exc}: {tails(logs)}") from None
+            yield procs
+        finally:
+            stop_all(procs)

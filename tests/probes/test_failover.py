@@ -15,12 +15,11 @@ after it is printed (`-s` shows it; docs/performance.md keeps the figures).
 from __future__ import annotations
 
 import asyncio
-import subprocess
 import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,7 +31,7 @@ import pytest
 from events_svc.verbs.tokens import create_token
 from tests.probes.delivery.helpers import MAIL_FROM
 from tests.probes.delivery.sink import smtp_sink
-from tests.probes.helpers import event_body, free_port, start_serve, stop_all, wait_ready
+from tests.probes.helpers import event_body, serve_processes, tails
 from tests.replication import Pair, synchronous_pair
 
 pytestmark = [pytest.mark.long, pytest.mark.failover]
@@ -72,27 +71,8 @@ def services(url: str, smtp_port: int, logs: Path) -> Iterator[list[str]]:
         "EVENTS_DELIVERY_LEASE_S": "15",
         "EVENTS_LOG_LEVEL": "WARNING",
     }
-    procs: list[tuple[str, subprocess.Popen[str]]] = []
-    with ExitStack() as files:
-        try:
-            for n in range(2):
-                port = free_port()
-                out = files.enter_context((logs / f"serve-{n}.log").open("w"))
-                procs.append(
-                    (f"http://127.0.0.1:{port}", start_serve(url, port, output=out.fileno(), **env))
-                )
-            for base, proc in procs:
-                try:
-                    wait_ready(proc, base, timeout=90)
-                except AssertionError as exc:
-                    raise AssertionError(f"{exc}: {tails(logs)}") from None
-            yield [base for base, _ in procs]
-        finally:
-            stop_all(procs)
-
-
-def tails(logs: Path) -> dict[str, str]:
-    return {p.name: p.read_text()[-3000:] for p in sorted(logs.glob("*.log"))}
+    with serve_processes(url, logs, **env) as procs:
+        yield [base for base, _ in procs]
 
 
 async def prepare(pair: Pair, base: str) -> tuple[dict[str, str], str]:

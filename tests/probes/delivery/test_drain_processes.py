@@ -21,7 +21,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from pathlib import Path
 
 import asyncpg
@@ -32,7 +32,7 @@ from events_svc.adapters.standalone import OutboxQueue
 from events_svc.ports import OutgoingMessage
 from tests.probes.delivery.helpers import MAIL_FROM
 from tests.probes.delivery.sink import Sink, smtp_sink
-from tests.probes.helpers import free_port, start_serve, stop_all, wait_ready
+from tests.probes.helpers import serve_processes, tails
 
 MESSAGES = 2000
 DOMAINS = 4  # recipient domains, interleaved: the drainer sends two at once per domain
@@ -82,23 +82,9 @@ def drainers(
         "EVENTS_POOL_MAX": "4",
         "EVENTS_LOG_LEVEL": "WARNING",
     }
-    procs: list[tuple[str, subprocess.Popen[str]]] = []
-    with ExitStack() as files:
-        try:
-            for n in range(2):
-                port = free_port()
-                out = files.enter_context((logs / f"serve-{n}.log").open("w"))
-                proc = start_serve(db_url, port, output=out.fileno(), **env)
-                procs.append((f"http://127.0.0.1:{port}", proc))
-            for base, proc in procs:
-                try:
-                    wait_ready(proc, base, timeout=90)
-                except AssertionError as exc:
-                    raise AssertionError(f"{exc}: {tails(logs)}") from None
-            time.sleep(0.5)  # the loops have listened (and found nothing due) before a write
-            yield procs
-        finally:
-            stop_all(procs)
+    with serve_processes(db_url, logs, **env) as procs:
+        time.sleep(0.5)  # the loops have listened (and found nothing due) before a write
+        yield procs
 
 
 async def sent_attempts(http: httpx.AsyncClient, base: str) -> int:
@@ -116,11 +102,6 @@ async def states(pool: asyncpg.Pool) -> dict[str, int]:
             " FROM event.outbox_messages GROUP BY 1"
         )
     return {r["state"]: r["n"] for r in rows}
-
-
-def tails(logs: Path) -> dict[str, str]:
-    """The end of each process's output (for a failure's message)."""
-    return {p.name: p.read_text()[-2000:] for p in sorted(logs.glob("*.log"))}
 
 
 async def drained(pool: asyncpg.Pool, logs: Path) -> None:
