@@ -43,6 +43,7 @@ from events_svc.routes import (
     booths,
     desk,
     dispatch,
+    event_page,
     events,
     exports,
     leads,
@@ -103,14 +104,17 @@ def public_router(*, intake: bool = False) -> APIRouter:
     router = APIRouter(responses=error_responses(*PUBLIC_ERRORS))
     router.include_router(public.router)
     router.include_router(waitlist.public_router)
+    router.include_router(event_page.router)
     if intake:
         router.include_router(public.intake_router)
         router.include_router(waitlist.intake_router)
+        router.include_router(event_page.form_router)
     return router
 
 
 class _ProtectHeaders:
-    """Responses are private: never cached, never indexed."""
+    """Responses are private: never cached, never indexed (but a page a route marks
+    `indexable`: a published event's public page)."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -124,7 +128,8 @@ class _ProtectHeaders:
             if message["type"] == "http.response.start":
                 headers = list(message.get("headers", []))
                 headers.append((b"cache-control", b"no-store"))
-                headers.append((b"x-robots-tag", b"noindex"))
+                if not scope.get("state", {}).get("indexable"):
+                    headers.append((b"x-robots-tag", b"noindex"))
                 message["headers"] = headers
             await send(message)
 
@@ -315,6 +320,7 @@ def create_app(
     app.add_middleware(RequestObserver, metrics=ctx.metrics)
     ctx.metrics.registry.register(PoolCollector(ctx.db))
     intake = settings.intake_public if intake_public is None else intake_public
+    ctx.intake = intake
     app.router.routes.extend(api_routes(intake=intake))
     app.mount(CONSOLE_PREFIX, console_app(ctx))  # the operator console (src/events_svc/console)
     return app

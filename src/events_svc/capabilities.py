@@ -23,7 +23,8 @@ ICS = "event-ics-access"
 MY_TICKETS = "event-registration-ticket-report-access"
 INTAKE = "event-intake-access"
 WAITLIST = "event-waitlist-entry-access"  # one person's place in a waiting list
-PURPOSES = (ICS, MY_TICKETS, INTAKE, WAITLIST)
+FORM = "event-registration-form"  # a public page's form, for one event, for a while
+PURPOSES = (ICS, MY_TICKETS, INTAKE, WAITLIST, FORM)
 
 
 class CapabilityCodec:

@@ -263,6 +263,7 @@ class Settings:
     done_sweep_at: str = "03:41"
     ics_ttl_s: int = 30 * 86400
     intake_ttl_s: int = 30 * 86400
+    form_ttl_s: int = 3 * 3600  # a public page's form token: how long a form may be filled
     rate_limit_ip: str = "120/minute"
     rate_limit_capability: str = "60/minute"
     rate_limit_email: str = "10/hour"
@@ -371,6 +372,7 @@ class Settings:
             done_sweep_at=_clock(e, "EVENT_DONE_SWEEP_AT", "03:41"),
             ics_ttl_s=_int(e, "EVENT_ICS_TTL_S", 30 * 86400),
             intake_ttl_s=_int(e, "EVENT_INTAKE_TTL_S", 30 * 86400),
+            form_ttl_s=_int(e, "EVENT_FORM_TTL_S", 3 * 3600),
             rate_limit_ip=_limit(e, "EVENT_RATE_LIMIT_IP", "120/minute"),
             rate_limit_capability=_limit(e, "EVENT_RATE_LIMIT_CAPABILITY", "60/minute"),
             rate_limit_email=_limit(e, "EVENT_RATE_LIMIT_EMAIL", "10/hour"),

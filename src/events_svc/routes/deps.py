@@ -51,6 +51,7 @@ class ServiceContext:
     delivery: DeliveryLoop | None = None  # the outbox drainer, when transports are composed
     egress: EgressGuard = field(default_factory=EgressGuard)  # where webhooks may go
     webhooks: WebhookLoop | None = None  # the webhook delivery loop, beside the scheduler
+    intake: bool = False  # the public intake's routes (and the event page's forms) mounted
     _export_slots: asyncio.Semaphore | None = None
 
     @property

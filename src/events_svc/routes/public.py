@@ -33,9 +33,10 @@ from events_svc.models import (
     MyTicketsView,
     json_error_responses,
 )
+from events_svc.pages import PAGE_POLICY, render_tickets
 from events_svc.routes.deps import Ctx, ServiceContext, answer, require, service_context
-from events_svc.routes.tickets_page import PAGE_POLICY, render_page
 from events_svc.verbs import public as verbs
+from events_svc.verbs.registrations import Registered
 
 Mint = Annotated[Actor, require("capability:mint")]
 # a my-tickets link shows its attendees' full names: minting one is a PII disclosure
@@ -174,7 +175,7 @@ async def public_my_tickets(
     view["ics_url"] = _url(request, "public_ics", event_ics) if event_ics else None
     view["tickets_pdf_url"] = _url(request, "public_my_tickets_pdf", capability)
     if wants_page(request, format):
-        page = await render_page(view, view["ics_url"], view["tickets_pdf_url"])
+        page = await render_tickets(view, view["ics_url"], view["tickets_pdf_url"])
         headers = {"Content-Security-Policy": PAGE_POLICY, "Vary": "Accept"}
         return HTMLResponse(page, headers=headers)
     response = answer(MyTicketsView, view)
@@ -208,6 +209,36 @@ async def public_tickets_pdf(ctx: Ctx, request: Request, capability: str) -> Res
     )
 
 
+async def register_through_intake(
+    ctx: ServiceContext,
+    key: str,
+    attendees: list[AttendeeInput],
+    ticket_id: UUID | None,
+    slot_id: UUID | None,
+) -> tuple[Registered, str]:
+    """The intake's registration, for the JSON route and the event page's form alike: the
+    email windows and, by event id, the event's ceiling tested before the one register
+    verb (behind the intake's door) and counting only what it accepted. Answers the rows
+    and their my-tickets token."""
+    by_id = event_key(key)
+    emails = [a.email for a in attendees]
+    if ctx.throttle is not None:
+        await ctx.throttle.admit_emails(emails)
+        if by_id is not None:
+            await ctx.throttle.admit_event_intake(by_id, len(emails))
+    try:
+        result, token = await verbs.register_intake(
+            ctx.db(), ctx.codec, key, attendees, ctx.clock(), ticket_id=ticket_id, slot_id=slot_id
+        )
+    except errors.DomainError as refused:
+        ctx.metrics.observe_registration(refused.code, len(attendees))
+        raise
+    ctx.metrics.observe_registration("created", len(attendees))
+    if ctx.throttle is not None:
+        await ctx.throttle.count_accepted(emails, by_id, len(result.registrations))
+    return result, token
+
+
 @intake_router.post(
     "/intake/{event_id_or_capability}",
     status_code=status.HTTP_201_CREATED,
@@ -217,32 +248,12 @@ async def public_intake(
     ctx: Ctx, request: Request, event_id_or_capability: str, body: IntakeBody
 ) -> Response:
     """Register attendees through the one register verb (the intake allowlist in front).
-    The client and link windows have counted (`GuardedIntakeRoute`); the email windows
-    and, by event id, the event's ceiling are tested before the verb and count only
-    what it accepted."""
-    by_id = event_key(event_id_or_capability)
-    emails = [a.email for a in body.attendees]
-    if ctx.throttle is not None:
-        await ctx.throttle.admit_emails(emails)
-        if by_id is not None:
-            await ctx.throttle.admit_event_intake(by_id, len(emails))
+    The client and link windows have counted (`GuardedIntakeRoute`); then
+    `register_through_intake`."""
     attendees = [AttendeeInput.model_validate(a.model_dump()) for a in body.attendees]
-    try:
-        result, token = await verbs.register_intake(
-            ctx.db(),
-            ctx.codec,
-            event_id_or_capability,
-            attendees,
-            ctx.clock(),
-            ticket_id=body.event_ticket_id,
-            slot_id=body.event_slot_id,
-        )
-    except errors.DomainError as refused:
-        ctx.metrics.observe_registration(refused.code, len(attendees))
-        raise
-    ctx.metrics.observe_registration("created", len(attendees))
-    if ctx.throttle is not None:
-        await ctx.throttle.count_accepted(emails, by_id, len(result.registrations))
+    result, token = await register_through_intake(
+        ctx, event_id_or_capability, attendees, body.event_ticket_id, body.event_slot_id
+    )
     first = result.registrations[0]
     intake = {
         "registration_id": first["id"],

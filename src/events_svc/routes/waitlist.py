@@ -2,27 +2,22 @@
 entry's link (status, accept, decline: JSON, or a page and form posts for a browser),
 and the operators' settings, list, offer out of turn and removal.
 
-The link's page is rendered like the tickets page (autoescaped, inline CSS, no script,
-nothing fetched). Its buttons post to the accept and decline routes; a browser's post is
+The link's page is `pages.render_entry` (autoescaped, inline CSS, no script, nothing
+fetched). Its buttons post to the accept and decline routes; a browser's post is
 answered with a redirect (303) to the tickets page after an accept, or back to the link's
 page otherwise (a refusal included: the page then says what happened).
 """
 
 from __future__ import annotations
 
-import asyncio
-from pathlib import Path
 from typing import Annotated, Any
 from uuid import UUID
-from zoneinfo import ZoneInfo
 
 from fastapi import APIRouter, Query, Request, Response, status
 from fastapi.responses import HTMLResponse, RedirectResponse
-from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 
 from events_svc import errors
 from events_svc.actors import Actor
-from events_svc.documents import span
 from events_svc.links import WAITLIST_PATH
 from events_svc.models import (
     Page,
@@ -33,12 +28,20 @@ from events_svc.models import (
     WaitlistSettingsView,
     WaitlistStatusView,
 )
-from events_svc.routes.deps import Ctx, Cursor, Limit, PiiMode, answer, pii_full, require
+from events_svc.pages import PAGE_POLICY, render_entry
+from events_svc.routes.deps import (
+    Ctx,
+    Cursor,
+    Limit,
+    PiiMode,
+    ServiceContext,
+    answer,
+    pii_full,
+    require,
+)
 from events_svc.routes.public import GuardedIntakeRoute, event_key, secret_set, wants_page
-from events_svc.routes.tickets_page import PAGE_POLICY
 from events_svc.scheduler import offer_options
 from events_svc.verbs import waitlist as verbs
-from events_svc.verbs.common import in_zone
 
 Read = Annotated[Actor, require("event:read")]
 Write = Annotated[Actor, require("event:write")]
@@ -53,26 +56,29 @@ router = APIRouter(tags=["waitlist"])  # the admin routes
 public_router = APIRouter(tags=["public"])
 intake_router = APIRouter(tags=["public"], route_class=GuardedIntakeRoute)
 
-_env = Environment(
-    loader=FileSystemLoader(Path(__file__).parent / "templates"),
-    autoescape=select_autoescape(default=True, default_for_string=True),
-    undefined=StrictUndefined,
-)
-_WORDS = {
-    "waiting": "You are on the waiting list.",
-    "offered": "A place is free for you: answer before the deadline.",
-    "accepted": "You accepted the offer: your tickets are ready.",
-    "declined": "You left the waiting list.",
-    "expired": "The offer ran out: its seats went to the next person in the queue.",
-    "removed": "This entry was taken off the waiting list.",
-}
-
 
 def _link(request: Request, name: str, capability: str) -> str:
     return str(request.url_for(name, capability=capability))
 
 
 # --- joining ---------------------------------------------------------------------------
+
+
+async def join_through_intake(
+    ctx: ServiceContext, key: str, body: WaitlistJoin
+) -> tuple[dict[str, Any], str]:
+    """A join, for the JSON route and the event page's form alike: the email's window, and
+    by event id the event's ceiling (a join counts as one registration), tested before
+    the verb and counting only an accepted join. Answers the entry and its link's token."""
+    by_id = event_key(key)
+    if ctx.throttle is not None:
+        await ctx.throttle.admit_emails([body.email])
+        if by_id is not None:
+            await ctx.throttle.admit_event_intake(by_id, 1)
+    entry, token = await verbs.join(ctx.db(), ctx.codec, key, body.model_dump(), ctx.clock())
+    if ctx.throttle is not None:
+        await ctx.throttle.count_accepted([body.email], by_id, 1)
+    return entry, token
 
 
 @intake_router.post(
@@ -84,18 +90,9 @@ async def join_waitlist(
     ctx: Ctx, request: Request, event_id_or_capability: str, body: WaitlistJoin
 ) -> Response:
     """A place in the queue of the request's event, ticket and slot, with its link
-    (`status_url`). Throttled like the intake: the client or link window, then the
-    email's, and by event id the event's ceiling (a join counts as one registration)."""
-    by_id = event_key(event_id_or_capability)
-    if ctx.throttle is not None:
-        await ctx.throttle.admit_emails([body.email])
-        if by_id is not None:  # the event's ceiling counts a join like a registration
-            await ctx.throttle.admit_event_intake(by_id, 1)
-    entry, token = await verbs.join(
-        ctx.db(), ctx.codec, event_id_or_capability, body.model_dump(), ctx.clock()
-    )
-    if ctx.throttle is not None:
-        await ctx.throttle.count_accepted([body.email], by_id, 1)
+    (`status_url`). Throttled like the intake: the client or link window, then
+    `join_through_intake`."""
+    entry, token = await join_through_intake(ctx, event_id_or_capability, body)
     joined = {
         "waitlist_entry_id": entry["id"],
         "status": entry["status"],
@@ -112,29 +109,6 @@ async def _guard(ctx: Any, request: Request, capability: str) -> None:
     if ctx.throttle is not None:  # one person's link: one window, whoever sends
         await ctx.throttle.check_link(request, "waitlist", capability)
     secret_set(ctx)
-
-
-def _render(view: dict[str, Any], urls: dict[str, str | None], choice: str | None) -> str:
-    event = view["event"]
-    zone = event["date_tz"]
-    deadline = ""
-    if view["offer_expires_at"] is not None:
-        local = in_zone(view["offer_expires_at"], ZoneInfo(zone))
-        deadline = f"{local:%a} {local.day} {local:%b %Y}, {local:%H:%M} ({zone})"
-    words = _WORDS[view["status"]]
-    if view["status"] == "waiting" and view["position"]:
-        words = f"You are number {view['position']} in the queue."
-    seats = view["seats"]
-    return _env.get_template("waitlist.html").render(
-        event=event,
-        when=span(event["date_begin"], event["date_end"], zone),
-        status=view["status"],
-        words=words,
-        seats_words="1 seat is" if seats == 1 else f"{seats} seats are",
-        deadline=deadline,
-        choice=choice,
-        **urls,
-    )
 
 
 @public_router.get(
@@ -160,7 +134,7 @@ async def waitlist_status(
             "decline_url": _link(request, "public_waitlist_decline", capability),
             "tickets_url": view["my_tickets_url"],
         }
-        page = await asyncio.to_thread(_render, view, urls, choice)
+        page = await render_entry(view, urls, choice)
         headers = {"Content-Security-Policy": PAGE_POLICY, "Vary": "Accept"}
         return HTMLResponse(page, headers=headers)
     response = answer(WaitlistStatusView, view)

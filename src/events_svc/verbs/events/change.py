@@ -3,10 +3,12 @@ event operation (reschedule, cancellation).
 
 `plan_change` checks a change against the locked row (every refusal of a patch) and
 answers what would differ; `write_change` writes it: `revision` + 1, `ics_sequence` + 1
-when something a calendar shows changed, the registrations' company, the scheduler
-lines' times (`mail.schedules.reschedule_event`), the tags, one audit row, and the
-webhook facts: `event.updated` naming the changed fields, and `event.cancelled` when the
-event's kanban state becomes `cancel` (an operation's change names the operation).
+when something a calendar shows changed, the former start when a published event's start
+moves (`previous_date_begin`: the public page's "rescheduled"), the registrations'
+company, the scheduler lines' times (`mail.schedules.reschedule_event`), the tags, one
+audit row, and the webhook facts: `event.updated` naming the changed fields, and
+`event.cancelled` when the event's kanban state becomes `cancel` (an operation's change
+names the operation).
 Callers hold the event row lock (`verbs.fence.lock_event`).
 """
 
@@ -44,7 +46,10 @@ UPDATE event.events SET
     stage_id = $11, kanban_state = $12::event.kanban_state, company_id = $13,
     organizer_id = $14, address_id = $15, location = $16, event_url = $17,
     badge_format = $18::event.badge_format, active = $19, ics_sequence = $20,
-    revision = revision + 1, updated_at = $21
+    revision = revision + 1, updated_at = $21,
+    -- a start the public saw, moved: the public page calls the event rescheduled
+    previous_date_begin = CASE WHEN is_published AND date_begin <> $4 THEN date_begin
+                               ELSE previous_date_begin END
 WHERE id = $1
 """
 _SLOTS_OUTSIDE = """

@@ -10,15 +10,11 @@ carry none. The QR codes are drawn off the event loop.
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 from typing import Any
 
-from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
-
 from events_svc.documents import qr_svg, span
+from events_svc.pages.frame import render
 
-# no source but the page itself: inline styles, the QR codes inline, nothing fetched
-PAGE_POLICY = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 STATE_WORDS = {
     "open": "Confirmed",
     "done": "Attended",
@@ -30,12 +26,6 @@ VOID_WORDS = {
     "cancel": "Cancelled: this ticket is not valid.",
 }
 PRINTABLE = frozenset({"open", "done"})
-
-_env = Environment(
-    loader=FileSystemLoader(Path(__file__).parent / "templates"),
-    autoescape=select_autoescape(default=True, default_for_string=True),
-    undefined=StrictUndefined,
-)
 
 
 def _slot(slot: dict[str, Any] | None, zone: str) -> str:
@@ -64,7 +54,8 @@ def _render(view: dict[str, Any], ics_url: str | None, pdf_url: str) -> str:
                 "void_words": VOID_WORDS.get(r["state"], ""),
             }
         )
-    return _env.get_template("my_tickets.html").render(
+    return render(
+        "my_tickets.html",
         event=event,
         when=span(event["date_begin"], event["date_end"], zone),
         tickets=tickets,
@@ -74,6 +65,6 @@ def _render(view: dict[str, Any], ics_url: str | None, pdf_url: str) -> str:
     )
 
 
-async def render_page(view: dict[str, Any], ics_url: str | None, pdf_url: str) -> str:
+async def render_tickets(view: dict[str, Any], ics_url: str | None, pdf_url: str) -> str:
     """The page of a my-tickets view (as the JSON answers it), rendered in a worker thread."""
     return await asyncio.to_thread(_render, view, ics_url, pdf_url)

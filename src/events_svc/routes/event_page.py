@@ -1,0 +1,443 @@
+"""The public event page and its forms: a person registers (or joins the waiting list) in a
+browser, without JavaScript.
+
+`GET /public/events/{event_id_or_capability}` answers the page (`pages.render_event`) of a
+published event by id, or of any event a private intake capability names (that page is
+`noindex`, and links only to what the capability opens). Its forms post, form-encoded, to
+`.../register` and `.../waitlist`, mounted with the intake (`EVENT_INTAKE_PUBLIC`): the
+same register verb and allowlist as `POST /intake` (`register_through_intake`), the same
+join (`join_through_intake`), the same windows (the client's, or a private link's, then the
+emails' and the event's ceiling). A success is a 303 to the attendee's tickets page (or the
+waiting-list entry's page, which shows the position); a refusal answers the page again
+with what was typed and the message beside its field (422) or at the top (409 seats or
+sale window, 429 too many attempts), never a JSON error body. Sold out with the waiting
+list on, the page offers the waiting-list form first.
+
+Every form carries `form_token`, signed for this event with its own purpose and expiring
+(`EVENT_FORM_TTL_S`): a forged or expired one, or one of another event, answers the page
+again (422 `form_expired`) and writes nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+from uuid import UUID
+
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import HTMLResponse, RedirectResponse
+from pydantic import ValidationError
+from starlette.datastructures import UploadFile
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from events_svc import errors
+from events_svc.capabilities import ICS
+from events_svc.models import AttendeeInput, IntakeAttendee, WaitlistJoin
+from events_svc.pages import FORM_POLICY, EventForm, render_event
+from events_svc.pages.event import IDENTITY, Alert
+from events_svc.routes.deps import Ctx, ServiceContext
+from events_svc.routes.public import event_key, register_through_intake, secret_set
+from events_svc.routes.waitlist import join_through_intake
+from events_svc.verbs import event_page as verbs
+
+PATH = "/public/events/{event_id_or_capability}"
+MAX_ITEMS = 400  # fields read from a form: 30 attendees' fields and answers fit
+MAX_ATTENDEES = 30  # the intake's own bound
+router = APIRouter(tags=["public"])
+form_router = APIRouter(tags=["public"])
+
+_PAGE_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"content": {"text/html": {"schema": {"type": "string"}}}}
+}
+_FORM_RESPONSES: dict[int | str, dict[str, Any]] = {
+    303: {"description": "Registered (or joined): to the tickets (or waiting-list) page"},
+    409: {"content": {"text/html": {"schema": {"type": "string"}}}},
+    422: {"content": {"text/html": {"schema": {"type": "string"}}}},
+    429: {"content": {"text/html": {"schema": {"type": "string"}}}},
+}
+
+# what a refusal says, in the attendee's words (the code stays on the page, for machines)
+_WORDS = {
+    "answer_required": "Please answer this question.",
+    "answer_invalid": "Please check this answer.",
+    "answer_not_of_question": "Choose one of the answers shown.",
+    "question_not_on_event": "This question is not asked for this event any more.",
+    "slot_required": "Choose a session.",
+    "slot_not_in_event": "Choose one of the sessions shown.",
+    "ticket_not_in_event": "Choose one of the tickets shown.",
+    "event_seats_exhausted": "Sorry, there are not enough seats left for this choice.",
+    "event_sale_window_closed": "This ticket is not on sale at the moment.",
+    "event_registrations_closed": "Registration for this event is closed.",
+    "event_cancelled": "This event is cancelled: registration is closed.",
+    "rate_limited": "Too many attempts from here: please wait a minute and try again.",
+    "form_expired": "This form has expired. Your entries are kept: check them and send the "
+    "form again.",
+    "waitlist_disabled": "This event has no waiting list.",
+    "waitlist_not_needed": "Seats are free for this choice: you can register now.",
+    "waitlist_already_joined": "This email is already on the waiting list for this choice.",
+}
+_FIELD_WORDS = {
+    "name": "Enter the full name.",
+    "email": "Enter an email address, like name@example.org.",
+    "phone": "Enter a phone number, like +44 20 7946 0000.",
+    "company_name": "This company name is too long.",
+    "seats": "Choose how many seats.",
+}
+# refusals shown at the top of the form, with their status
+_TOP = frozenset(
+    {
+        "event_seats_exhausted",
+        "event_sale_window_closed",
+        "event_registrations_closed",
+        "event_cancelled",
+        "rate_limited",
+        "waitlist_disabled",
+        "waitlist_not_needed",
+        "waitlist_already_joined",
+    }
+)
+_ANSWER_CODES = frozenset(
+    {"answer_required", "answer_invalid", "answer_not_of_question", "question_not_on_event"}
+)
+
+
+@dataclass
+class Posted:
+    """A posted form's text fields (first value of each name), bounded."""
+
+    values: dict[str, str]
+
+    def text(self, name: str) -> str:
+        return self.values.get(name, "").strip()
+
+
+async def _read_form(request: Request) -> Posted:
+    """The form's fields; an unreadable body reads as an empty form (the page then says
+    what is missing), NUL characters as nothing."""
+    try:
+        data = await request.form(max_files=0, max_fields=MAX_ITEMS, max_part_size=64 * 1024)
+    except (StarletteHTTPException, ValueError, KeyError, AssertionError):
+        return Posted({})
+    values: dict[str, str] = {}
+    for name, value in data.multi_items()[:MAX_ITEMS]:
+        if isinstance(value, UploadFile) or len(name) > 80:
+            continue
+        values.setdefault(name, value.replace("\x00", ""))
+    return Posted(values)
+
+
+def _uuid(raw: str) -> UUID | None:
+    try:
+        return UUID(raw) if raw else None
+    except ValueError:
+        return None
+
+
+def _count(raw: str) -> int:
+    try:
+        return max(1, min(int(raw), MAX_ATTENDEES)) if raw.isdigit() else 1
+    except ValueError:
+        return 1
+
+
+def _typed(posted: Posted, page: dict[str, Any]) -> EventForm:
+    """What the attendee typed, as the page shows it again."""
+    count = _count(posted.text("attendees"))
+    attendees = []
+    for n in range(1, count + 1):
+        prefix = f"attendee-{n}-"
+        values: dict[str, Any] = {k: posted.values.get(prefix + k, "") for k in IDENTITY}
+        values["answers"] = {
+            str(q["id"]): posted.values.get(f"{prefix}q-{q['id']}", "")
+            for q in page["questions"]
+            if not q["once_per_order"]
+        }
+        attendees.append(values)
+    general = {
+        str(q["id"]): posted.values.get(f"q-{q['id']}", "")
+        for q in page["questions"]
+        if q["once_per_order"]
+    }
+    return EventForm(
+        ticket=posted.text("event_ticket_id")[:40],
+        slot=posted.text("event_slot_id")[:40],
+        count=count,
+        attendees=attendees,
+        general=general,
+    )
+
+
+def _question_field(page: dict[str, Any], form: EventForm, question_id: str, code: str) -> str:
+    """Where a refusal about a question shows: its field on the first attendee whose answer
+    is missing (or the first attendee), once per order its one field."""
+    question = next((q for q in page["questions"] if str(q["id"]) == question_id), None)
+    if question is None:
+        return ""
+    if question["once_per_order"] and question["kind"] not in IDENTITY:
+        return f"q-{question_id}"
+    suffix = question["kind"] if question["kind"] in IDENTITY else f"q-{question_id}"
+    for n, values in enumerate(form.attendees, start=1):
+        given = values[suffix] if suffix in IDENTITY else values["answers"].get(question_id, "")
+        if code != "answer_required" or not str(given).strip():
+            return f"attendee-{n}-{suffix}"
+    return f"attendee-1-{suffix}"
+
+
+def _attendees(posted: Posted, page: dict[str, Any], form: EventForm) -> list[AttendeeInput]:
+    """The intake's attendees from the form; every field problem noted on `form.errors`."""
+    attendees = []
+    for n in range(1, form.count + 1):
+        prefix = f"attendee-{n}-"
+        raw = {k: posted.text(prefix + k) for k in IDENTITY}
+        answers: list[dict[str, Any]] = []
+        fields: list[str] = []
+        for q in page["questions"]:
+            qid = str(q["id"])
+            if q["kind"] in IDENTITY:  # the attendee's own field answers it
+                name, value = prefix + q["kind"], raw[q["kind"]]
+            elif q["once_per_order"]:
+                if n > 1:
+                    continue
+                name, value = f"q-{qid}", posted.text(f"q-{qid}")
+            else:
+                name, value = f"{prefix}q-{qid}", posted.text(f"{prefix}q-{qid}")
+            if not value:
+                continue
+            if q["kind"] == "simple_choice":
+                choice = _uuid(value)
+                if choice is None:
+                    form.errors[name] = _WORDS["answer_not_of_question"]
+                    continue
+                answers.append({"question_id": q["id"], "value_answer_id": choice})
+            else:
+                answers.append({"question_id": q["id"], "value_text": value})
+            fields.append(name)
+        try:
+            attendees.append(IntakeAttendee.model_validate({**raw, "answers": answers}))
+        except ValidationError as exc:
+            for err in exc.errors():
+                loc = err.get("loc", ())
+                if loc and loc[0] in IDENTITY:
+                    form.errors.setdefault(prefix + str(loc[0]), _FIELD_WORDS[str(loc[0])])
+                elif len(loc) > 1 and loc[0] == "answers" and isinstance(loc[1], int):
+                    form.errors.setdefault(fields[loc[1]], "This answer is too long.")
+    return [AttendeeInput.model_validate(a.model_dump()) for a in attendees]
+
+
+def _refusal(exc: errors.DomainError, page: dict[str, Any], form: EventForm, prefix: str) -> int:
+    """Put a verb's refusal on the form; answers the status (raises what a form cannot
+    show: the uniform 404, an unavailable database)."""
+    code = exc.code
+    words = _WORDS.get(code, exc.detail)
+    if code in _TOP:
+        form.alerts.append(Alert(code, words))
+        return exc.status
+    if code == "per_order_cap_exceeded":
+        field = prefix + "seats" if prefix else "attendees"
+        maximum = exc.fields.get("maximum")
+        words = f"At most {maximum} can register together for this choice."
+    elif code in _ANSWER_CODES:
+        field = _question_field(page, form, str(exc.fields.get("question_id", "")), code)
+    elif code in ("slot_required", "slot_not_in_event"):
+        field = prefix + "event_slot_id"
+    elif code == "ticket_not_in_event":
+        field = prefix + "event_ticket_id"
+    elif exc.status == 422:
+        field = ""
+    else:
+        raise exc
+    if field:
+        form.errors[field] = words
+    else:
+        form.alerts.append(Alert(code, words))
+    return 422
+
+
+def _ics(ctx: ServiceContext, request: Request, page: dict[str, Any]) -> str | None:
+    """The event's calendar link, while the event is public (its calendar opens then)."""
+    if not page["event"]["is_public"]:
+        return None
+    expires = ctx.clock() + timedelta(seconds=ctx.settings.ics_ttl_s)
+    token = ctx.codec.mint(ICS, {"e": str(page["event"]["id"]), "s": None}, expires)
+    return str(request.url_for("public_ics", capability=token))
+
+
+async def _answer(
+    ctx: ServiceContext,
+    request: Request,
+    key: str,
+    page: dict[str, Any],
+    form: EventForm,
+    status_code: int = 200,
+    headers: dict[str, str] | None = None,
+) -> Response:
+    """The page, with a fresh form token."""
+    now = ctx.clock()
+    token = verbs.form_token(
+        ctx.codec, page["event"]["id"], now + timedelta(seconds=ctx.settings.form_ttl_s)
+    )
+    intake = ctx.intake
+    urls = {
+        "page": str(request.url_for("public_event_page", event_id_or_capability=key)),
+        "register": str(request.url_for("public_event_register", event_id_or_capability=key))
+        if intake
+        else None,
+        "waitlist": str(request.url_for("public_event_waitlist", event_id_or_capability=key))
+        if intake
+        else None,
+        "ics": _ics(ctx, request, page),
+    }
+    html = await render_event(page, form, urls=urls, token=token, intake=intake)
+    answer = HTMLResponse(html, status_code=status_code, headers=headers)
+    answer.headers["Content-Security-Policy"] = FORM_POLICY
+    if not page["by_capability"] and request.method == "GET":
+        request.state.indexable = True  # a published event's page: search engines welcome
+    return answer
+
+
+async def _guard(ctx: ServiceContext, request: Request, key: str, scope: str) -> None:
+    if ctx.throttle is not None:
+        if event_key(key) is not None:
+            await ctx.throttle.check_client(request, scope)
+        elif scope == "page":  # a shared invitation: one client cannot use it up for others
+            await ctx.throttle.check_public_link(request, scope, key)
+        else:
+            await ctx.throttle.check_link(request, scope, key)
+    secret_set(ctx)
+
+
+@router.get(PATH, name="public_event_page", response_class=HTMLResponse, responses=_PAGE_RESPONSES)
+async def event_page(ctx: Ctx, request: Request, event_id_or_capability: str) -> Response:
+    """The event's page, with its registration (or waiting-list) form."""
+    await _guard(ctx, request, event_id_or_capability, "page")
+    page = await verbs.event_page(ctx.db(), ctx.codec, event_id_or_capability, ctx.clock())
+    return await _answer(ctx, request, event_id_or_capability, page, EventForm())
+
+
+@dataclass
+class Submission:
+    """A posted form as the page sees it: the page, the fields, the form as typed, and the
+    status of a refusal met before anything was decided (429 over a window, 422 a bad form
+    token) with its headers."""
+
+    page: dict[str, Any]
+    posted: Posted
+    form: EventForm
+    refused: int | None = None
+    headers: dict[str, str] | None = None
+
+
+async def _submission(ctx: ServiceContext, request: Request, key: str) -> Submission:
+    """Count the client's (or link's) window, read the form and the page, check the form
+    token."""
+    limited: errors.RateLimited | None = None
+    try:
+        await _guard(ctx, request, key, "intake")
+    except errors.RateLimited as exc:
+        limited = exc
+    posted = await _read_form(request)
+    page = await verbs.event_page(ctx.db(), ctx.codec, key, ctx.clock())
+    sent = Submission(page, posted, _typed(posted, page))
+    if limited is not None:
+        sent.form.alerts.append(Alert(limited.code, _WORDS["rate_limited"]))
+        sent.refused, sent.headers = 429, limited.response_headers()
+    elif not verbs.form_token_valid(
+        ctx.codec, posted.text("form_token"), page["event"]["id"], ctx.clock()
+    ):
+        sent.form.alerts.append(Alert("form_expired", _WORDS["form_expired"]))
+        sent.refused = 422
+    return sent
+
+
+@form_router.post(
+    f"{PATH}/register",
+    name="public_event_register",
+    response_class=HTMLResponse,
+    status_code=303,
+    responses=_FORM_RESPONSES,
+)
+async def register(ctx: Ctx, request: Request, event_id_or_capability: str) -> Response:
+    """Register from the page's form (`action=update` only redraws it for another number
+    of attendees)."""
+    key = event_id_or_capability
+    sent = await _submission(ctx, request, key)
+    page, posted, form = sent.page, sent.posted, sent.form
+    if sent.refused is not None:
+        return await _answer(ctx, request, key, page, form, sent.refused, sent.headers)
+    if posted.text("action") == "update":
+        return await _answer(ctx, request, key, page, form)
+    ticket_id, slot_id = _uuid(form.ticket), _uuid(form.slot)
+    if page["tickets"] and ticket_id is None:
+        form.errors["event_ticket_id"] = "Choose a ticket."
+    if form.slot and slot_id is None:
+        form.errors["event_slot_id"] = _WORDS["slot_not_in_event"]
+    attendees = _attendees(posted, page, form)
+    if form.errors:
+        return await _answer(ctx, request, key, page, form, 422)
+    try:
+        _, token = await register_through_intake(ctx, key, attendees, ticket_id, slot_id)
+    except errors.DomainError as exc:
+        status_code = _refusal(exc, page, form, "")
+        headers = exc.response_headers() if exc.status == 429 else None
+        if exc.code == "event_seats_exhausted":
+            # what is left now, and the waiting list first when the event has one
+            page = await verbs.event_page(ctx.db(), ctx.codec, key, ctx.clock())
+            form.offer_waitlist = page["waitlist_enabled"]
+            first = form.attendee(1)
+            form.waitlist = {k: first[k] for k in ("name", "email", "phone")} | {
+                "seats": str(form.count),
+                "event_ticket_id": form.ticket,
+                "event_slot_id": form.slot,
+            }
+        return await _answer(ctx, request, key, page, form, status_code, headers)
+    return RedirectResponse(str(request.url_for("public_my_tickets", capability=token)), 303)
+
+
+@form_router.post(
+    f"{PATH}/waitlist",
+    name="public_event_waitlist",
+    response_class=HTMLResponse,
+    status_code=303,
+    responses=_FORM_RESPONSES,
+)
+async def join_waitlist(ctx: Ctx, request: Request, event_id_or_capability: str) -> Response:
+    """Join the waiting list from the page's form; a success goes to the entry's page (its
+    position in the queue)."""
+    key = event_id_or_capability
+    sent = await _submission(ctx, request, key)
+    page, posted, form = sent.page, sent.posted, sent.form
+    fields = ("name", "email", "phone", "seats", "event_ticket_id", "event_slot_id")
+    form.waitlist = {name: posted.text(name)[:400] for name in fields}
+    form.offer_waitlist = True
+    if sent.refused is not None:
+        return await _answer(ctx, request, key, page, form, sent.refused, sent.headers)
+    typed = form.waitlist
+    body: dict[str, Any] = {"name": typed["name"], "email": typed["email"], "phone": typed["phone"]}
+    for name in ("event_ticket_id", "event_slot_id"):
+        if typed[name]:
+            body[name] = _uuid(typed[name])
+            if body[name] is None:
+                form.errors[f"waitlist-{name}"] = _WORDS[
+                    "slot_not_in_event" if name == "event_slot_id" else "ticket_not_in_event"
+                ]
+    body["seats"] = _count(typed["seats"] or "1")
+    try:
+        join = WaitlistJoin.model_validate(body)
+    except ValidationError as exc:
+        for err in exc.errors():
+            loc = err.get("loc", ())
+            if loc and loc[0] in _FIELD_WORDS:
+                form.errors.setdefault(f"waitlist-{loc[0]}", _FIELD_WORDS[str(loc[0])])
+        if not form.errors:
+            form.alerts.append(Alert("validation_failed", "Please check the form."))
+    if form.errors or form.alerts:
+        return await _answer(ctx, request, key, page, form, 422)
+    try:
+        _, token = await join_through_intake(ctx, key, join)
+    except errors.DomainError as exc:
+        status_code = _refusal(exc, page, form, "waitlist-")
+        headers = exc.response_headers() if exc.status == 429 else None
+        form.offer_waitlist = exc.code != "waitlist_not_needed"
+        return await _answer(ctx, request, key, page, form, status_code, headers)
+    return RedirectResponse(str(request.url_for("public_waitlist", capability=token)), 303)

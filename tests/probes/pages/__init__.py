@@ -1,0 +1,1 @@
+"""The public event page and its registration form."""
