@@ -7,9 +7,12 @@ Every read and write is the admin API's own verb called with the same arguments
 `get_event` (its `seats` is the ONE seat read model, also behind
 `GET /admin/events/{id}/seats`), the forms call `publish_event`, `unpublish_event` and
 `mark_event_done`. The waiting list's section is `waitlist.section`; its forms call
-`put_settings`, `offer_now` and `remove_entry` (`routes/waitlist.py`). A refusal of a
-form (409 and friends) re-renders the detail with its code in the error summary and the
-API's status; anything else is the error page.
+`put_settings`, `offer_now` and `remove_entry` (`routes/waitlist.py`). The public page's
+section shows the address of a visible event's public page (`routes/event_page.py`), and
+its form mints a private link with the API's own verb, `public.mint_intake`
+(`POST /admin/events/{id}/capabilities/intake`). A refusal of a form (409 and friends)
+re-renders the detail with its code in the error summary and the API's status; anything
+else is the error page.
 """
 
 from __future__ import annotations
@@ -40,10 +43,13 @@ from events_svc.console.web import (
     when,
     zone,
 )
+from events_svc.links import BASE_PATH
 from events_svc.models import PublishBody, WaitlistSettingsBody
 from events_svc.routes.deps import ServiceContext
+from events_svc.routes.event_page import PATH as EVENT_PAGE_PATH
+from events_svc.routes.public import secret_set
 from events_svc.scheduler import offer_options
-from events_svc.verbs import badges
+from events_svc.verbs import badges, public
 from events_svc.verbs import waitlist as waitlist_verbs
 from events_svc.verbs.events import catalog, lifecycle, publication, tickets
 from events_svc.verbs.events import records as verbs
@@ -52,6 +58,7 @@ router = APIRouter()
 
 Read = Annotated[Actor, needs("event:read")]
 Write = Annotated[Actor, needs("event:write")]
+Mint = Annotated[Actor, needs("capability:mint")]
 
 PAGE_SIZE = 25
 LOOKUP_LIMIT = 200  # stages, tickets, slots named on a page: one page of each is plenty
@@ -254,6 +261,7 @@ async def detail_page(
     publish_value: str = "",
     waitlist_query: waitlist.ListQuery | None = None,
     waitlist_typed: dict[str, Any] | None = None,
+    minted: tuple[str, datetime] | None = None,
 ) -> Any:
     now = ctx.clock()
     event = await verbs.get_event(ctx.db(), actor, event_id, now)
@@ -306,6 +314,7 @@ async def detail_page(
         + [(str(s["id"]), when(s["date_begin"], tz)) for s in slot_rows],
         badge_format=BADGE_FORMATS.get(event["badge_format"], event["badge_format"]),
         waitlist=section,
+        public_page=public_section(request, ctx, actor, event, now, minted),
     )
 
 
@@ -414,6 +423,71 @@ async def mark_done(
         lambda: lifecycle.mark_event_done(ctx.db(), actor, event_id, ctx.clock()),
         "marked_done",
     )
+
+
+# --- the public page and private links ----------------------------------------------------
+
+
+def public_url(request: Request, ctx: ServiceContext, key: str) -> str:
+    """The public event page of `key` (an event id or a capability), absolute: under the
+    public base URL when one is set (as mailed links are), else under this request's."""
+    base = ctx.settings.public_base_url.rstrip("/") or str(request.base_url).rstrip("/")
+    return f"{base}{BASE_PATH}{EVENT_PAGE_PATH.format(event_id_or_capability=key)}"
+
+
+def span_words(seconds: int) -> str:
+    days, rest = divmod(seconds, 86400)
+    count, unit = (days, "day") if days and not rest else (max(1, round(seconds / 3600)), "hour")
+    return f"{count} {unit}{'' if count == 1 else 's'}"
+
+
+def public_section(
+    request: Request,
+    ctx: ServiceContext,
+    actor: Actor,
+    event: Mapping[str, Any],
+    now: datetime,
+    minted: tuple[str, datetime] | None,
+) -> dict[str, Any]:
+    """The public page's address while anyone may open it, whether a private link can be
+    made here, and the one just made (shown in this answer only)."""
+    visible = publication.is_visible(dict(event), now)
+    link = None
+    if minted is not None:
+        link = {
+            "url": public_url(request, ctx, minted[0]),
+            "until": when(minted[1], event["date_tz"]),
+        }
+    return {
+        "url": public_url(request, ctx, str(event["id"])) if visible else None,
+        "configured": ctx.codec.configured,
+        "can_mint": actor.has("capability:mint"),
+        "lasts": span_words(ctx.settings.intake_ttl_s),
+        "minted": link,
+    }
+
+
+@router.post("/events/{event_id}/private-link")
+async def private_link(
+    request: Request, ctx: StudioCtx, actor: Read, _: Mint, event_id: UUID, form: Posted
+) -> Any:
+    """POST /admin/events/{id}/capabilities/intake: a private link to the event's page, made
+    and audited by the API's verb. The link shows in this answer only (never in an address,
+    a note or the cookie); reloading it sends the form again, which makes another link."""
+    del form  # CSRF-checked; the command has no fields
+    try:
+        secret_set(ctx)
+        minted = await public.mint_intake(
+            ctx.db(), actor, ctx.codec, event_id, ctx.settings.intake_ttl_s, ctx.clock()
+        )
+    except errors.DomainError as exc:
+        if exc.status not in FORM_REFUSALS:
+            raise
+        problems = refusal_errors(exc)
+        return await detail_page(
+            request, ctx, actor, event_id, problems=problems, status_code=exc.status
+        )
+    return await detail_page(request, ctx, actor, event_id, minted=minted)
 
 
 Pii = Annotated[Actor, needs("registration:pii")]
