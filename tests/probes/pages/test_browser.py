@@ -28,7 +28,8 @@ SIZES = {"phone": {"width": 390, "height": 844}, "desktop": {"width": 1440, "hei
 
 
 async def checked(page: Page, name: str) -> None:
-    """No sideways scroll, no serious or critical axe violation; a screenshot kept."""
+    """No sideways scroll, no serious or critical axe violation; screenshots kept (the
+    whole page, and what the screen shows: `-view`)."""
     wide = await page.evaluate(
         "() => document.documentElement.scrollWidth - document.documentElement.clientWidth"
     )
@@ -43,6 +44,7 @@ async def checked(page: Page, name: str) -> None:
     assert grave == [], report.generate_report()
     SHOTS.mkdir(parents=True, exist_ok=True)
     await page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+    await page.screenshot(path=str(SHOTS / f"{name}-view.png"))
 
 
 async def submit(page: Page, label: str) -> int:
