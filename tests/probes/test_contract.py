@@ -312,6 +312,8 @@ async def test_openapi_declares_every_answer(app: Any):
             if path.endswith(("/healthz", "/readyz")):
                 continue
             for code in ("404", "413", "422", "503"):
+                if code == "422" and list(answers[code]["content"]) == ["text/html"]:
+                    continue  # the event page's forms: a refusal is the page again
                 assert answers[code]["content"]["application/json"]["schema"] == {
                     "$ref": "#/components/schemas/ErrorBody"
                 }, (label, code)

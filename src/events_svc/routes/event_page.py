@@ -33,7 +33,13 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from events_svc import errors
 from events_svc.capabilities import ICS
-from events_svc.models import AttendeeInput, IntakeAttendee, WaitlistJoin
+from events_svc.models import (
+    PUBLIC_ERRORS,
+    AttendeeInput,
+    IntakeAttendee,
+    WaitlistJoin,
+    json_error_responses,
+)
 from events_svc.pages import FORM_POLICY, EventForm, render_event
 from events_svc.pages.event import IDENTITY, Alert
 from events_svc.routes.deps import Ctx, ServiceContext
@@ -47,14 +53,16 @@ MAX_ATTENDEES = 30  # the intake's own bound
 router = APIRouter(tags=["public"])
 form_router = APIRouter(tags=["public"])
 
-_PAGE_RESPONSES: dict[int | str, dict[str, Any]] = {
-    200: {"content": {"text/html": {"schema": {"type": "string"}}}}
-}
-_FORM_RESPONSES: dict[int | str, dict[str, Any]] = {
+_HTML = {"text/html": {"schema": {"type": "string"}}}
+# the uniform 404, 413, 429 (the page's own GET) and 503 are the JSON error of every route
+_PAGE_RESPONSES: dict[int | str, dict[str, Any]] = json_error_responses(*PUBLIC_ERRORS)
+# a form's refusal is the page again (HTML); the uniform 404, 413 and 503 stay the JSON error
+_FORM_RESPONSES: dict[int | str, dict[str, Any]] = _PAGE_RESPONSES | {
+    200: {"description": "The form redrawn (another number of attendees)", "content": _HTML},
     303: {"description": "Registered (or joined): to the tickets (or waiting-list) page"},
-    409: {"content": {"text/html": {"schema": {"type": "string"}}}},
-    422: {"content": {"text/html": {"schema": {"type": "string"}}}},
-    429: {"content": {"text/html": {"schema": {"type": "string"}}}},
+    409: {"description": "Refused at the top: the page again", "content": _HTML},
+    422: {"description": "Refused beside a field: the page again", "content": _HTML},
+    429: {"description": "Too many attempts: the page again", "content": _HTML},
 }
 
 # what a refusal says, in the attendee's words (the code stays on the page, for machines)
