@@ -5,7 +5,7 @@ badge sheets (written as a stream)."""
 from events_svc.documents.badges import FORMATS, Badge, BadgeWriter, badge_stream
 from events_svc.documents.pdf import TicketPage, render_off_loop, tickets_pdf
 from events_svc.documents.qr import qr_svg
-from events_svc.documents.words import span
+from events_svc.documents.words import moment, span
 
 __all__ = [
     "FORMATS",
@@ -13,6 +13,7 @@ __all__ = [
     "BadgeWriter",
     "TicketPage",
     "badge_stream",
+    "moment",
     "qr_svg",
     "render_off_loop",
     "span",

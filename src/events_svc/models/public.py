@@ -10,6 +10,7 @@ from uuid import UUID
 from pydantic import Field
 
 from events_svc.models.base import (
+    MAX_PER_ORDER,
     BadgeFormat,
     Command,
     Email,
@@ -44,7 +45,7 @@ class IntakeBody(Command):
 
     event_ticket_id: UUID | None = None
     event_slot_id: UUID | None = None
-    attendees: Annotated[list[IntakeAttendee], Field(min_length=1, max_length=30)]
+    attendees: Annotated[list[IntakeAttendee], Field(min_length=1, max_length=MAX_PER_ORDER)]
 
 
 # --- views ---------------------------------------------------------------------------------

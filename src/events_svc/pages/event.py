@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from events_svc.documents import span
+from events_svc.documents import moment, span
+from events_svc.models import MAX_PER_ORDER
 from events_svc.pages.frame import render_off_loop
 
 IDENTITY = ("name", "email", "phone", "company_name")
@@ -34,6 +35,7 @@ _NO_FORM = {
     "finished": "This event has ended: registration is closed.",
     "offline": "Registration for this event is not open online.",
     "sold_out": "This event is sold out.",
+    "tickets_sold_out": "Every ticket on sale is sold out.",
     "not_on_sale": "No ticket is on sale at the moment.",
 }
 
@@ -115,18 +117,14 @@ def json_ld(page: dict[str, Any], url: str) -> str:
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
-def _moment(value: datetime, zone: str) -> str:
-    return f"{value:%a} {value.day} {value:%b %Y}, {value:%H:%M} ({zone})"
-
-
 def _sale_words(ticket: dict[str, Any], zone: str) -> str:
     start, end = ticket["start_sale_datetime"], ticket["end_sale_datetime"]
     if ticket["sale"] == "not_yet":
-        return f"On sale from {_moment(start, zone)}"
+        return f"On sale from {moment(start, zone)}"
     if ticket["sale"] == "ended":
         return "Sales have ended"
     if end is not None:
-        return f"On sale until {_moment(end, zone)}"
+        return f"On sale until {moment(end, zone)}"
     return "On sale now"
 
 
@@ -147,9 +145,12 @@ def no_form(page: dict[str, Any], intake: bool) -> str | None:
         return _NO_FORM["offline"]
     if page["sold_out"] and not page["waitlist_enabled"]:
         return _NO_FORM["sold_out"]
-    tickets = page["tickets"]
-    if tickets and not any(t["sale"] == "on_sale" for t in tickets):
+    selling = [t for t in page["tickets"] if t["sale"] == "on_sale"]
+    if page["tickets"] and not selling:
         return _NO_FORM["not_on_sale"]
+    full = all(t["availability"] == "sold out" for t in selling)
+    if page["tickets"] and full and not page["waitlist_enabled"]:
+        return _NO_FORM["tickets_sold_out"]
     return None
 
 
@@ -192,12 +193,12 @@ async def render_event(
         )
     )
     cap = form_cap(page, ticket)
-    count = max(1, min(form.count, 30))
+    count = max(1, min(form.count, MAX_PER_ORDER))
     return await render_off_loop(
         "event.html",
         event=event,
         when=span(event["date_begin"], event["date_end"], zone),
-        moved_from=_moment(event["previous_date_begin"], zone)
+        moved_from=moment(event["previous_date_begin"], zone)
         if event["previous_date_begin"]
         else "",
         page=page,

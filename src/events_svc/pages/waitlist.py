@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from events_svc.documents import span
+from events_svc.documents import moment, span
 from events_svc.pages.frame import render_off_loop
 from events_svc.verbs.common import in_zone
 
@@ -28,8 +28,7 @@ async def render_entry(
     zone = event["date_tz"]
     deadline = ""
     if view["offer_expires_at"] is not None:
-        local = in_zone(view["offer_expires_at"], ZoneInfo(zone))
-        deadline = f"{local:%a} {local.day} {local:%b %Y}, {local:%H:%M} ({zone})"
+        deadline = moment(in_zone(view["offer_expires_at"], ZoneInfo(zone)), zone)
     words = WORDS[view["status"]]
     if view["status"] == "waiting" and view["position"]:
         words = f"You are number {view['position']} in the queue."

@@ -34,6 +34,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from events_svc import errors
 from events_svc.capabilities import ICS
 from events_svc.models import (
+    MAX_PER_ORDER,
     PUBLIC_ERRORS,
     AttendeeInput,
     IntakeAttendee,
@@ -42,14 +43,20 @@ from events_svc.models import (
 )
 from events_svc.pages import FORM_POLICY, EventForm, render_event
 from events_svc.pages.event import IDENTITY, Alert
+from events_svc.pages.frame import render_off_loop
 from events_svc.routes.deps import Ctx, ServiceContext
-from events_svc.routes.public import event_key, register_through_intake, secret_set
+from events_svc.routes.public import (
+    count_intake_request,
+    event_key,
+    register_through_intake,
+    secret_set,
+)
 from events_svc.routes.waitlist import join_through_intake
 from events_svc.verbs import event_page as verbs
 
 PATH = "/public/events/{event_id_or_capability}"
-MAX_ITEMS = 400  # fields read from a form: 30 attendees' fields and answers fit
-MAX_ATTENDEES = 30  # the intake's own bound
+MAX_ITEMS = 5000  # fields read from a form: 30 attendees' fields and 100 answers each fit
+MAX_ATTENDEES = MAX_PER_ORDER  # the intake's own bound
 router = APIRouter(tags=["public"])
 form_router = APIRouter(tags=["public"])
 
@@ -81,6 +88,7 @@ _WORDS = {
     "rate_limited": "Too many attempts from here: please wait a minute and try again.",
     "form_expired": "This form has expired. Your entries are kept: check them and send the "
     "form again.",
+    "form_unreadable": "The form could not be read: please fill it in again.",
     "waitlist_disabled": "This event has no waiting list.",
     "waitlist_not_needed": "Seats are free for this choice: you can register now.",
     "waitlist_already_joined": "This email is already on the waiting list for this choice.",
@@ -112,21 +120,23 @@ _ANSWER_CODES = frozenset(
 
 @dataclass
 class Posted:
-    """A posted form's text fields (first value of each name), bounded."""
+    """A posted form's text fields (first value of each name), bounded; `unreadable` when
+    the body is no form this service can read."""
 
     values: dict[str, str]
+    unreadable: bool = False
 
     def text(self, name: str) -> str:
         return self.values.get(name, "").strip()
 
 
 async def _read_form(request: Request) -> Posted:
-    """The form's fields; an unreadable body reads as an empty form (the page then says
-    what is missing), NUL characters as nothing."""
+    """The form's fields (NUL characters dropped); an unreadable body reads as an empty
+    form that says so."""
     try:
         data = await request.form(max_files=0, max_fields=MAX_ITEMS, max_part_size=64 * 1024)
     except (StarletteHTTPException, ValueError, KeyError, AssertionError):
-        return Posted({})
+        return Posted({}, unreadable=True)
     values: dict[str, str] = {}
     for name, value in data.multi_items()[:MAX_ITEMS]:
         if isinstance(value, UploadFile) or len(name) > 80:
@@ -143,10 +153,14 @@ def _uuid(raw: str) -> UUID | None:
 
 
 def _count(raw: str) -> int:
-    try:
-        return max(1, min(int(raw), MAX_ATTENDEES)) if raw.isdigit() else 1
-    except ValueError:
-        return 1
+    """The number of attendee blocks asked for, 1 to the intake's bound."""
+    number = _number(raw)
+    return max(1, min(number, MAX_ATTENDEES)) if number is not None else 1
+
+
+def _number(raw: str) -> int | None:
+    """A small whole number as typed (None: not one)."""
+    return int(raw) if raw.isdigit() and len(raw) <= 4 else None
 
 
 def _typed(posted: Posted, page: dict[str, Any]) -> EventForm:
@@ -255,11 +269,23 @@ def _refusal(exc: errors.DomainError, page: dict[str, Any], form: EventForm, pre
         field = ""
     else:
         raise exc
+    if field and not _shown(page, field.removeprefix("waitlist-")):
+        field = ""  # not a field of this page: the message goes to the top
     if field:
         form.errors[field] = words
     else:
         form.alerts.append(Alert(code, words))
     return 422
+
+
+def _shown(page: dict[str, Any], field: str) -> bool:
+    """Whether the page has this field (a ticket choice only with tickets, a session only
+    on a multi-slot event)."""
+    if field == "event_ticket_id":
+        return bool(page["tickets"])
+    if field == "event_slot_id":
+        return bool(page["event"]["is_multi_slots"])
+    return True
 
 
 def _ics(ctx: ServiceContext, request: Request, page: dict[str, Any]) -> str | None:
@@ -304,57 +330,63 @@ async def _answer(
     return answer
 
 
-async def _guard(ctx: ServiceContext, request: Request, key: str, scope: str) -> None:
+async def _guard_page(ctx: ServiceContext, request: Request, key: str) -> None:
+    """The page's window: its client's, and through a private link, the link's for this
+    client (an invitation is shared: one client cannot use it up for the others)."""
     if ctx.throttle is not None:
         if event_key(key) is not None:
-            await ctx.throttle.check_client(request, scope)
-        elif scope == "page":  # a shared invitation: one client cannot use it up for others
-            await ctx.throttle.check_public_link(request, scope, key)
+            await ctx.throttle.check_client(request, "page")
         else:
-            await ctx.throttle.check_link(request, scope, key)
+            await ctx.throttle.check_public_link(request, "page", key)
     secret_set(ctx)
+
+
+async def _too_many(request: Request, key: str, refused: errors.RateLimited) -> Response:
+    """A form over its window: a short page (nothing read, nothing parsed) back to the
+    event's page, with `Retry-After`."""
+    html = await render_off_loop(
+        "busy.html",
+        message=_WORDS["rate_limited"],
+        page_url=str(request.url_for("public_event_page", event_id_or_capability=key)),
+    )
+    answer = HTMLResponse(html, status_code=429, headers=refused.response_headers())
+    answer.headers["Content-Security-Policy"] = FORM_POLICY
+    return answer
 
 
 @router.get(PATH, name="public_event_page", response_class=HTMLResponse, responses=_PAGE_RESPONSES)
 async def event_page(ctx: Ctx, request: Request, event_id_or_capability: str) -> Response:
     """The event's page, with its registration (or waiting-list) form."""
-    await _guard(ctx, request, event_id_or_capability, "page")
+    await _guard_page(ctx, request, event_id_or_capability)
     page = await verbs.event_page(ctx.db(), ctx.codec, event_id_or_capability, ctx.clock())
     return await _answer(ctx, request, event_id_or_capability, page, EventForm())
 
 
 @dataclass
 class Submission:
-    """A posted form as the page sees it: the page, the fields, the form as typed, and the
-    status of a refusal met before anything was decided (429 over a window, 422 a bad form
-    token) with its headers."""
+    """A posted form as the page sees it: the page, the fields, the form as typed, and
+    whether it was refused before anything was decided (422: unreadable, or a bad form
+    token)."""
 
     page: dict[str, Any]
     posted: Posted
     form: EventForm
-    refused: int | None = None
-    headers: dict[str, str] | None = None
+    refused: bool = False
 
 
 async def _submission(ctx: ServiceContext, request: Request, key: str) -> Submission:
-    """Count the client's (or link's) window, read the form and the page, check the form
-    token."""
-    limited: errors.RateLimited | None = None
-    try:
-        await _guard(ctx, request, key, "intake")
-    except errors.RateLimited as exc:
-        limited = exc
+    """Read the form and the page, check the form token (the windows have counted)."""
     posted = await _read_form(request)
     page = await verbs.event_page(ctx.db(), ctx.codec, key, ctx.clock())
     sent = Submission(page, posted, _typed(posted, page))
-    if limited is not None:
-        sent.form.alerts.append(Alert(limited.code, _WORDS["rate_limited"]))
-        sent.refused, sent.headers = 429, limited.response_headers()
+    if posted.unreadable:
+        sent.form.alerts.append(Alert("form_unreadable", _WORDS["form_unreadable"]))
+        sent.refused = True
     elif not verbs.form_token_valid(
         ctx.codec, posted.text("form_token"), page["event"]["id"], ctx.clock()
     ):
         sent.form.alerts.append(Alert("form_expired", _WORDS["form_expired"]))
-        sent.refused = 422
+        sent.refused = True
     return sent
 
 
@@ -369,10 +401,14 @@ async def register(ctx: Ctx, request: Request, event_id_or_capability: str) -> R
     """Register from the page's form (`action=update` only redraws it for another number
     of attendees)."""
     key = event_id_or_capability
+    try:
+        await count_intake_request(ctx, request, key)
+    except errors.RateLimited as refused:
+        return await _too_many(request, key, refused)
     sent = await _submission(ctx, request, key)
     page, posted, form = sent.page, sent.posted, sent.form
-    if sent.refused is not None:
-        return await _answer(ctx, request, key, page, form, sent.refused, sent.headers)
+    if sent.refused:
+        return await _answer(ctx, request, key, page, form, 422)
     if posted.text("action") == "update":
         return await _answer(ctx, request, key, page, form)
     ticket_id, slot_id = _uuid(form.ticket), _uuid(form.slot)
@@ -413,13 +449,21 @@ async def join_waitlist(ctx: Ctx, request: Request, event_id_or_capability: str)
     """Join the waiting list from the page's form; a success goes to the entry's page (its
     position in the queue)."""
     key = event_id_or_capability
+    try:
+        await count_intake_request(ctx, request, key)
+    except errors.RateLimited as refused:
+        return await _too_many(request, key, refused)
     sent = await _submission(ctx, request, key)
     page, posted, form = sent.page, sent.posted, sent.form
     fields = ("name", "email", "phone", "seats", "event_ticket_id", "event_slot_id")
     form.waitlist = {name: posted.text(name)[:400] for name in fields}
     form.offer_waitlist = True
-    if sent.refused is not None:
-        return await _answer(ctx, request, key, page, form, sent.refused, sent.headers)
+    if sent.refused:
+        return await _answer(ctx, request, key, page, form, 422)
+    if not page["waitlist_enabled"]:  # as the page read it: no field of the form matters
+        form.alerts.append(Alert("waitlist_disabled", _WORDS["waitlist_disabled"]))
+        form.offer_waitlist = False
+        return await _answer(ctx, request, key, page, form, 409)
     typed = form.waitlist
     body: dict[str, Any] = {"name": typed["name"], "email": typed["email"], "phone": typed["phone"]}
     for name in ("event_ticket_id", "event_slot_id"):
@@ -429,7 +473,10 @@ async def join_waitlist(ctx: Ctx, request: Request, event_id_or_capability: str)
                 form.errors[f"waitlist-{name}"] = _WORDS[
                     "slot_not_in_event" if name == "event_slot_id" else "ticket_not_in_event"
                 ]
-    body["seats"] = _count(typed["seats"] or "1")
+    seats = _number(typed["seats"] or "1")
+    if seats is None:
+        form.errors["waitlist-seats"] = _FIELD_WORDS["seats"]
+    body["seats"] = seats
     try:
         join = WaitlistJoin.model_validate(body)
     except ValidationError as exc:

@@ -58,10 +58,16 @@ def event_key(key: str) -> UUID | None:
 
 
 async def _guard_intake(request: Request) -> None:
-    """The intake's throttles before anything else (every request counts against its
-    client; a private link's requests against the link), then the secret (503 unset)."""
     ctx = service_context(request)
-    key = str(request.path_params.get("event_id_or_capability", ""))
+    await count_intake_request(
+        ctx, request, str(request.path_params.get("event_id_or_capability", ""))
+    )
+
+
+async def count_intake_request(ctx: ServiceContext, request: Request, key: str) -> None:
+    """The intake's throttles before anything else (every request counts against its
+    client; a private link's requests against the link), then the secret (503 unset):
+    the JSON intake's and the event page's forms'."""
     if ctx.throttle is not None:
         if event_key(key) is not None:
             await ctx.throttle.check_client(request, "intake")

@@ -22,6 +22,7 @@ from zoneinfo import ZoneInfo
 from events_svc import errors
 from events_svc.capabilities import FORM, CapabilityCodec
 from events_svc.db import Pool, connection
+from events_svc.models import MAX_PER_ORDER
 from events_svc.verbs.common import in_zone
 from events_svc.verbs.events import is_visible
 from events_svc.verbs.public import intake_key
@@ -31,7 +32,6 @@ FEW_LEFT = 10  # fewer seats than this: "few left"
 MAX_SLOTS = 200  # the slots a page lists (the next ones)
 MAX_TICKETS = 100
 MAX_QUESTIONS = 100
-FORM_CAP_WITHOUT_LIMIT = 10  # attendees a form offers when the ticket sets no per-order cap
 
 _PAGE = """
 SELECT e.id, e.name, e.description, e.date_begin, e.date_end, e.date_tz, e.location,
@@ -131,7 +131,7 @@ async def event_page(pool: Pool, codec: CapabilityCodec, key: str, now: datetime
                 "sale": _sale(sale, now),
                 "available": left,
                 "availability": availability(left, sold_out),
-                "per_order": cap if cap > 0 else FORM_CAP_WITHOUT_LIMIT,
+                "per_order": cap if cap > 0 else MAX_PER_ORDER,  # the register verb's own cap
             }
         )
     slots = []
@@ -185,7 +185,7 @@ async def event_page(pool: Pool, codec: CapabilityCodec, key: str, now: datetime
         "available": event_left,
         "availability": availability(event_left, bool(seats["is_sold_out"])),
         "sold_out": bool(seats["is_sold_out"]),
-        "per_order": FORM_CAP_WITHOUT_LIMIT,  # an event without tickets
+        "per_order": MAX_PER_ORDER,  # an event without tickets: the register verb's cap
         "waitlist_enabled": bool(event["waitlist_enabled"]),
     }
 

@@ -142,12 +142,17 @@ async def test_the_json_ld_is_a_schema_org_event(
     assert not page.reader.forms  # no form, and it says why
 
 
-async def test_a_start_moved_before_publication_is_no_reschedule(
+async def test_a_start_moved_before_the_public_saw_it_is_no_reschedule(
     admin: httpx.AsyncClient, public: httpx.AsyncClient
 ):
     event = (await admin.post("/admin/events", json=event_body())).json()
     await admin.patch(f"/admin/events/{event['id']}", json={"date_begin": "2027-05-11T09:00:00Z"})
-    await admin.post(f"/admin/events/{event['id']}/publish", json={})
+    # published, but its publication date still ahead: the public has not seen it yet
+    later = {"date_publish": "2027-01-01T00:00:00Z"}
+    assert (await admin.post(f"/admin/events/{event['id']}/publish", json=later)).is_success
+    await admin.patch(f"/admin/events/{event['id']}", json={"date_begin": "2027-05-11T10:00:00Z"})
+    now = {"date_publish": "2020-01-01T00:00:00Z"}
+    assert (await admin.post(f"/admin/events/{event['id']}/publish", json=now)).is_success
     item = (await open_page(public, event["id"])).json_ld()
     assert item["eventStatus"] == "https://schema.org/EventScheduled"
     assert "previousStartDate" not in item
@@ -498,21 +503,167 @@ async def test_the_forms_are_throttled_like_the_intake_and_answer_a_page(
     settings: Settings, admin: httpx.AsyncClient, pool: asyncpg.Pool
 ):
     event = await published(admin)
-    tight = create_app(dataclasses.replace(settings, rate_limit_ip="3/minute"))
+    tight = create_app(
+        dataclasses.replace(settings, rate_limit_ip="2/minute", rate_limit_email="1/hour")
+    )
     async with (
         tight.router.lifespan_context(tight),
         httpx.AsyncClient(transport=httpx.ASGITransport(app=tight), base_url=BASE) as c,
     ):
         page = read((await c.get(f"/public/events/{event['id']}", headers=HTML)).text)
         action, values = page.form("/register")
-        codes = []
-        for n in range(1, 6):
-            person = filled(values, name=f"Person {n}", email=f"person{n}@example.org")
-            sent = await c.post(path_of(action), data=person, headers=HTML)
-            codes.append(sent.status_code)
-        assert codes == [303, 303, 303, 429, 429]
-        assert sent.headers["content-type"].startswith("text/html")
-        assert int(sent.headers["retry-after"]) >= 1
-        assert read(sent.text).codes() == ["rate_limited"]
-        assert read(sent.text).form("/register")[1]["attendee-1-name"] == "Person 5"
-    assert len(await registrations(pool, event["id"])) == 3
+        # the email's window counts accepted registrations: the second is the page again
+        first = await c.post(path_of(action), data=filled(values), headers=HTML)
+        again = await c.post(path_of(action), data=filled(values), headers=HTML)
+        assert (first.status_code, again.status_code) == (303, 429)
+        assert read(again.text).codes() == ["rate_limited"]
+        assert read(again.text).form("/register")[1]["attendee-1-name"] == "Person 1"
+        assert int(again.headers["retry-after"]) >= 1
+        # the client's window (the page's GET counted too): a short page, nothing read
+        over = await c.post(path_of(action), data=filled(values, email="x@example.org"))
+        assert over.status_code == 429 and over.headers["content-type"].startswith("text/html")
+        assert int(over.headers["retry-after"]) >= 1
+        assert read(over.text).codes() == ["rate_limited"]
+        assert read(over.text).reader.links == [f"{BASE}/public/events/{event['id']}"]
+        waitlist = await c.post(f"/public/events/{event['id']}/waitlist", data={})
+        assert waitlist.status_code == 429
+    assert len(await registrations(pool, event["id"])) == 1
+
+
+async def test_a_private_links_window_counts_its_forms(
+    settings: Settings, admin: httpx.AsyncClient
+):
+    event = (await admin.post("/admin/events", json=event_body())).json()
+    token = (await admin.post(f"/admin/events/{event['id']}/capabilities/intake", json={})).json()[
+        "token"
+    ]
+    tight = create_app(dataclasses.replace(settings, rate_limit_capability="2/minute"))
+    async with (
+        tight.router.lifespan_context(tight),
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=tight), base_url=BASE) as c,
+    ):
+        codes = [(await c.post(f"/public/events/{token}/register", data={})).status_code]
+        codes += [(await c.post(f"/public/events/{token}/register", data={})).status_code]
+        codes += [(await c.post(f"/public/events/{token}/waitlist", data={})).status_code]
+    assert codes == [422, 422, 429]  # one window for the link, whichever form
+
+
+async def test_the_refusals_no_field_of_the_page_can_hold(
+    admin: httpx.AsyncClient, public: httpx.AsyncClient, pool: asyncpg.Pool
+):
+    event = await published(admin)
+    other = await published(admin)
+    foreign = await add_ticket(admin, other["id"], name="Elsewhere")
+    ticket = await add_ticket(admin, event["id"], name="Standard")
+    diet = await question(admin, event["id"], "Diet", "simple_choice", answers=("Veg", "Any"))
+    stranger = await question(admin, other["id"], "Size", "simple_choice", answers=("S", "M"))
+    note = await question(admin, event["id"], "Note")
+    page = await open_page(public, event["id"])
+    action, values = page.form("/register")
+    base = filled(values)
+    cases = {
+        "event_ticket_id": (
+            base | {"event_ticket_id": foreign["id"]},
+            "Choose one of the tickets shown.",
+        ),
+        f"attendee-1-q-{diet['id']}": (
+            base | {f"attendee-1-q-{diet['id']}": stranger["answers"][0]["id"]},
+            "Choose one of the answers shown.",
+        ),
+        f"attendee-1-q-{note['id']}": (
+            base | {f"attendee-1-q-{note['id']}": "x" * 20_001},
+            "This answer is too long.",
+        ),
+        "attendee-1-phone": (
+            base | {"attendee-1-phone": "call me"},
+            "Enter a phone number, like +44 20 7946 0000.",
+        ),
+    }
+    for field_name, (body, words) in cases.items():
+        sent = await public.post(path_of(action), data=body, headers=HTML)
+        assert sent.status_code == 422, field_name
+        assert read(sent.text).error(field_name) == words, field_name
+    # a session on an event without sessions: nothing to mark, the message at the top
+    sent = await public.post(
+        path_of(action), data=base | {"event_slot_id": str(uuid.uuid4())}, headers=HTML
+    )
+    assert sent.status_code == 422 and read(sent.text).codes() == ["slot_not_in_event"]
+    unreadable = await public.post(
+        path_of(action), content=b"--x\r\n", headers=HTML | {"Content-Type": "multipart/form-data"}
+    )
+    assert unreadable.status_code == 422 and read(unreadable.text).codes() == ["form_unreadable"]
+    assert ticket and await registrations(pool, event["id"]) == []
+
+
+async def test_a_cancelled_event_and_a_closed_waiting_list_refuse_at_the_top(
+    admin: httpx.AsyncClient, public: httpx.AsyncClient, pool: asyncpg.Pool
+):
+    event = await published(admin, seats_max=2)
+    page = await open_page(public, event["id"])
+    action, values = page.form("/register")
+    joining = values | {"name": "Ada", "email": "ada@example.org", "seats": "1"}
+    for body in (joining, joining | {"seats": "0", "email": ""}):  # nothing else to say
+        closed = await public.post(f"/public/events/{event['id']}/waitlist", data=body)
+        assert closed.status_code == 409 and read(closed.text).codes() == ["waitlist_disabled"]
+    await admin.put(f"/admin/events/{event['id']}/waitlist-settings", json={"enabled": True})
+    for seats in ("0", "abc", "31"):
+        bad = await public.post(
+            f"/public/events/{event['id']}/waitlist", data=joining | {"seats": seats}
+        )
+        assert bad.status_code == 422, seats
+        assert read(bad.text).error("waitlist-seats") == "Choose how many seats.", seats
+    cancelled = await admin.patch(f"/admin/events/{event['id']}", json={"kanban_state": "cancel"})
+    assert cancelled.status_code == 200, cancelled.text
+    sent = await public.post(path_of(action), data=filled(values), headers=HTML)  # token good
+    assert sent.status_code == 409
+    assert read(sent.text).codes() == ["event_registrations_closed"]
+    assert "This event is cancelled: registration is closed." in sent.text
+    assert await registrations(pool, event["id"]) == []
+
+
+async def test_waiting_list_seats_beyond_the_tickets_cap_are_refused_beside_them(
+    admin: httpx.AsyncClient, public: httpx.AsyncClient
+):
+    event = await published(admin, seats_max=1)
+    await admin.put(f"/admin/events/{event['id']}/waitlist-settings", json={"enabled": True})
+    ticket = await add_ticket(admin, event["id"], name="Duo", limit_max_per_order=2)
+    await admin.post(
+        "/admin/registrations",
+        json={"event_id": event["id"], "name": "Ada", "event_ticket_id": ticket["id"]},
+    )
+    page = await open_page(public, event["id"])
+    action, values = page.form("/waitlist")
+    body = values | {"name": "Bob", "email": "bob@example.org", "seats": "2"}
+    sent = await public.post(path_of(action), data=body, headers=HTML)
+    assert sent.status_code == 422
+    assert read(sent.text).error("waitlist-seats") == (
+        "At most 1 can register together for this choice."
+    )
+
+
+async def test_every_ticket_on_sale_sold_out_says_so(
+    admin: httpx.AsyncClient, public: httpx.AsyncClient
+):
+    now = datetime.now(UTC)
+    event = await published(admin)
+    gone = await add_ticket(admin, event["id"], name="Early", seats_max=1)
+    await add_ticket(
+        admin, event["id"], name="Late", start_sale_datetime=(now + timedelta(days=3)).isoformat()
+    )
+    await admin.post(
+        "/admin/registrations",
+        json={"event_id": event["id"], "name": "Ada", "event_ticket_id": gone["id"]},
+    )
+    page = await open_page(public, event["id"])
+    assert "Every ticket on sale is sold out." in page.html and not page.reader.forms
+
+
+async def test_an_expired_private_link_is_the_uniform_404(
+    admin: httpx.AsyncClient, public: httpx.AsyncClient
+):
+    event = (await admin.post("/admin/events", json=event_body())).json()
+    past = datetime.now(UTC) - timedelta(seconds=1)
+    token = CapabilityCodec((SECRET,)).mint("event-intake-access", {"e": event["id"]}, past)
+    for method, path in (("GET", ""), ("POST", "/register"), ("POST", "/waitlist")):
+        r = await public.request(method, f"/public/events/{token}{path}", headers=HTML)
+        assert (r.status_code, r.content) == (404, NOT_FOUND)

@@ -47,9 +47,12 @@ UPDATE event.events SET
     organizer_id = $14, address_id = $15, location = $16, event_url = $17,
     badge_format = $18::event.badge_format, active = $19, ics_sequence = $20,
     revision = revision + 1, updated_at = $21,
-    -- a start the public saw, moved: the public page calls the event rescheduled
-    previous_date_begin = CASE WHEN is_published AND date_begin <> $4 THEN date_begin
-                               ELSE previous_date_begin END
+    -- a start the public saw (published, its publication date passed), moved: the
+    -- public page calls the event rescheduled
+    previous_date_begin = CASE
+        WHEN is_published AND (date_publish IS NULL OR date_publish <= $21)
+             AND date_begin <> $4 THEN date_begin
+        ELSE previous_date_begin END
 WHERE id = $1
 """
 _SLOTS_OUTSIDE = """

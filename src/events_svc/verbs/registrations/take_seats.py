@@ -30,7 +30,7 @@ from uuid import UUID
 from events_svc import errors
 from events_svc.actors import Actor
 from events_svc.db import Connection
-from events_svc.models import AnswerInput, AttendeeInput
+from events_svc.models import MAX_PER_ORDER, AnswerInput, AttendeeInput
 from events_svc.verbs.leads import queue_for_registrations
 from events_svc.verbs.mail import arm_entering_open
 from events_svc.verbs.registrations.answers import (
@@ -41,7 +41,7 @@ from events_svc.verbs.registrations.answers import (
 from events_svc.verbs.registrations.records import read_many
 from events_svc.verbs.registrations.seats import SeatLedger
 
-MAX_GROUP = 30
+MAX_GROUP = MAX_PER_ORDER  # a group without a ticket's own cap: the largest cap a ticket may set
 
 # The event row lock serialises every seat-taking writer of this event.
 _LOCK_EVENT = """
