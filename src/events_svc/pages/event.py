@@ -23,6 +23,10 @@ from events_svc.models import MAX_PER_ORDER
 from events_svc.pages.frame import render_off_loop
 
 IDENTITY = ("name", "email", "phone", "company_name")
+FORM_HOLE = "~form-token~"  # where each answer's fresh tokens go (never in a token)
+ICS_HOLE = "~ics-token~"
+_BLANK: dict[str, str] = {}  # the rendered pages of a blank form, least recently used first
+_BLANK_MAX = 256
 SCHEMA = "https://schema.org/"
 _AVAILABILITY = {
     "available": "InStock",
@@ -154,15 +158,10 @@ def no_form(page: dict[str, Any], intake: bool) -> str | None:
     return None
 
 
-async def render_event(
-    page: dict[str, Any],
-    form: EventForm,
-    *,
-    urls: dict[str, str | None],
-    token: str,
-    intake: bool,
-) -> str:
-    """The page (`urls`: `page`, `register`, `waitlist`, `ics`)."""
+def _context(
+    page: dict[str, Any], form: EventForm, urls: dict[str, str | None], intake: bool
+) -> dict[str, Any]:
+    """What the template reads."""
     event = page["event"]
     zone = event["date_tz"]
     tickets = [
@@ -194,8 +193,7 @@ async def render_event(
     )
     cap = form_cap(page, ticket)
     count = max(1, min(form.count, MAX_PER_ORDER))
-    return await render_off_loop(
-        "event.html",
+    return dict(
         event=event,
         when=span(event["date_begin"], event["date_end"], zone),
         moved_from=moment(event["previous_date_begin"], zone)
@@ -220,7 +218,34 @@ async def render_event(
         counts=list(range(1, max(cap, count) + 1)),
         cap=cap,
         urls=urls,
-        token=token,
+        token=FORM_HOLE,
         indexable=not page["by_capability"],
         json_ld=json_ld(page, urls["page"] or ""),
     )
+
+
+async def render_event(
+    page: dict[str, Any],
+    form: EventForm,
+    *,
+    urls: dict[str, str | None],
+    tokens: dict[str, str],
+    intake: bool,
+) -> str:
+    """The page (`urls`: `page`, `register`, `waitlist`, `ics`; the calendar link holds
+    `ICS_HOLE` where its token goes). The tokens (`form`, `ics`: fresh for every answer) go
+    in last, so the page of a blank form is rendered once per state of the page (what the
+    verb read, the addresses, the intake) and kept (`_BLANK`, the last 256)."""
+    blank = form == EventForm()
+    key = repr((page, urls, intake)) if blank else ""
+    html = _BLANK.get(key) if blank else None
+    if html is None:
+        html = await render_off_loop("event.html", **_context(page, form, urls, intake))
+        if blank:
+            _BLANK[key] = html
+            while len(_BLANK) > _BLANK_MAX:
+                _BLANK.pop(next(iter(_BLANK)))
+    else:
+        _BLANK[key] = _BLANK.pop(key)  # the most recently used last
+    # the tokens are URL-safe (letters, digits, `-`, `_`, `.`): nothing to escape
+    return html.replace(FORM_HOLE, tokens["form"]).replace(ICS_HOLE, tokens.get("ics", ""))

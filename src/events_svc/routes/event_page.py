@@ -28,7 +28,7 @@ from uuid import UUID
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse, RedirectResponse
 from pydantic import ValidationError
-from starlette.datastructures import UploadFile
+from starlette.datastructures import UploadFile, URLPath
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from events_svc import errors
@@ -41,7 +41,7 @@ from events_svc.models import (
     WaitlistJoin,
     json_error_responses,
 )
-from events_svc.pages import FORM_POLICY, EventForm, render_event
+from events_svc.pages import FORM_POLICY, ICS_HOLE, EventForm, render_event
 from events_svc.pages.event import IDENTITY, Alert
 from events_svc.pages.frame import render_off_loop
 from events_svc.routes.deps import Ctx, ServiceContext
@@ -288,13 +288,24 @@ def _shown(page: dict[str, Any], field: str) -> bool:
     return True
 
 
-def _ics(ctx: ServiceContext, request: Request, page: dict[str, Any]) -> str | None:
-    """The event's calendar link, while the event is public (its calendar opens then)."""
-    if not page["event"]["is_public"]:
-        return None
-    expires = ctx.clock() + timedelta(seconds=ctx.settings.ics_ttl_s)
-    token = ctx.codec.mint(ICS, {"e": str(page["event"]["id"]), "s": None}, expires)
-    return str(request.url_for("public_ics", capability=token))
+_HOLE = "~key~"  # no key or token holds a `~`
+
+
+def link(request: Request, name: str, value: str) -> str:
+    """The absolute address of the route `name` (its parameter `value`), as `url_for`
+    answers it, but with the route's path found once per app: finding a route by name
+    walks every route of the API (`app.state.route_paths`)."""
+    paths: dict[str, str] = getattr(request.app.state, "route_paths", None) or {}
+    if name not in paths:
+        param = "capability" if name in _BY_CAPABILITY else "event_id_or_capability"
+        router = request.scope.get("router") or request.app.router
+        paths[name] = str(router.url_path_for(name, **{param: _HOLE}))
+        request.app.state.route_paths = paths
+    path = paths[name].replace(_HOLE, value)
+    return str(URLPath(path).make_absolute_url(request.base_url))
+
+
+_BY_CAPABILITY = frozenset({"public_ics", "public_my_tickets", "public_waitlist"})
 
 
 async def _answer(
@@ -306,23 +317,27 @@ async def _answer(
     status_code: int = 200,
     headers: dict[str, str] | None = None,
 ) -> Response:
-    """The page, with a fresh form token."""
+    """The page, with a fresh form token (and calendar link, while the event is public:
+    its calendar opens then)."""
     now = ctx.clock()
-    token = verbs.form_token(
-        ctx.codec, page["event"]["id"], now + timedelta(seconds=ctx.settings.form_ttl_s)
-    )
+    event_id = page["event"]["id"]
+    tokens = {
+        "form": verbs.form_token(
+            ctx.codec, event_id, now + timedelta(seconds=ctx.settings.form_ttl_s)
+        )
+    }
     intake = ctx.intake
     urls = {
-        "page": str(request.url_for("public_event_page", event_id_or_capability=key)),
-        "register": str(request.url_for("public_event_register", event_id_or_capability=key))
-        if intake
-        else None,
-        "waitlist": str(request.url_for("public_event_waitlist", event_id_or_capability=key))
-        if intake
-        else None,
-        "ics": _ics(ctx, request, page),
+        "page": link(request, "public_event_page", key),
+        "register": link(request, "public_event_register", key) if intake else None,
+        "waitlist": link(request, "public_event_waitlist", key) if intake else None,
+        "ics": None,
     }
-    html = await render_event(page, form, urls=urls, token=token, intake=intake)
+    if page["event"]["is_public"]:
+        expires = now + timedelta(seconds=ctx.settings.ics_ttl_s)
+        tokens["ics"] = ctx.codec.mint(ICS, {"e": str(event_id), "s": None}, expires)
+        urls["ics"] = link(request, "public_ics", ICS_HOLE)
+    html = await render_event(page, form, urls=urls, tokens=tokens, intake=intake)
     answer = HTMLResponse(html, status_code=status_code, headers=headers)
     answer.headers["Content-Security-Policy"] = FORM_POLICY
     if not page["by_capability"] and request.method == "GET":
@@ -347,7 +362,7 @@ async def _too_many(request: Request, key: str, refused: errors.RateLimited) -> 
     html = await render_off_loop(
         "busy.html",
         message=_WORDS["rate_limited"],
-        page_url=str(request.url_for("public_event_page", event_id_or_capability=key)),
+        page_url=link(request, "public_event_page", key),
     )
     answer = HTMLResponse(html, status_code=429, headers=refused.response_headers())
     answer.headers["Content-Security-Policy"] = FORM_POLICY
@@ -435,7 +450,7 @@ async def register(ctx: Ctx, request: Request, event_id_or_capability: str) -> R
                 "event_slot_id": form.slot,
             }
         return await _answer(ctx, request, key, page, form, status_code, headers)
-    return RedirectResponse(str(request.url_for("public_my_tickets", capability=token)), 303)
+    return RedirectResponse(link(request, "public_my_tickets", token), 303)
 
 
 @form_router.post(
@@ -495,4 +510,4 @@ async def join_waitlist(ctx: Ctx, request: Request, event_id_or_capability: str)
         headers = exc.response_headers() if exc.status == 429 else None
         form.offer_waitlist = exc.code != "waitlist_not_needed"
         return await _answer(ctx, request, key, page, form, status_code, headers)
-    return RedirectResponse(str(request.url_for("public_waitlist", capability=token)), 303)
+    return RedirectResponse(link(request, "public_waitlist", token), 303)

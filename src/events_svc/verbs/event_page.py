@@ -3,7 +3,8 @@
 `event_page` opens the page's key as the intake does (an event id, or a private intake
 capability) and answers the event's facts, its tickets with their sale windows, its slots
 still to come and its questions, each scope with the availability the ONE seat read model
-gives (`get_seat_view`), and whether a form may be offered (`status`). One statement reads
+gives (`get_seat_view`) in words (the counts stay out: the page of one state of the
+words is the same page), and whether a form may be offered (`status`). One statement reads
 the event and its lists, the seat read model its counts: the page costs what the JSON seat
 read model costs, plus one round trip.
 
@@ -129,7 +130,6 @@ async def event_page(pool: Pool, codec: CapabilityCodec, key: str, now: datetime
                 "description": t["description"] or "",
                 **{k: in_zone(v, zone) if v else None for k, v in sale.items()},
                 "sale": _sale(sale, now),
-                "available": left,
                 "availability": availability(left, sold_out),
                 "per_order": cap if cap > 0 else MAX_PER_ORDER,  # the register verb's own cap
             }
@@ -144,7 +144,6 @@ async def event_page(pool: Pool, codec: CapabilityCodec, key: str, now: datetime
                 "id": sid,
                 "date_begin": in_zone(_instant(s["date_begin"]) or now, zone),
                 "date_end": in_zone(_instant(s["date_end"]) or now, zone),
-                "available": left,
                 "availability": availability(left, bool(view and view["is_sold_out"])),
             }
         )
@@ -182,7 +181,6 @@ async def event_page(pool: Pool, codec: CapabilityCodec, key: str, now: datetime
         "tickets": tickets,
         "slots": slots,
         "questions": questions,
-        "available": event_left,
         "availability": availability(event_left, bool(seats["is_sold_out"])),
         "sold_out": bool(seats["is_sold_out"]),
         "per_order": MAX_PER_ORDER,  # an event without tickets: the register verb's cap

@@ -667,3 +667,24 @@ async def test_an_expired_private_link_is_the_uniform_404(
     for method, path in (("GET", ""), ("POST", "/register"), ("POST", "/waitlist")):
         r = await public.request(method, f"/public/events/{token}{path}", headers=HTML)
         assert (r.status_code, r.content) == (404, NOT_FOUND)
+
+
+async def test_a_kept_page_follows_the_seats_and_carries_fresh_tokens(
+    admin: httpx.AsyncClient, public: httpx.AsyncClient
+):
+    event = await published(admin, seats_max=10)
+    first, again = await open_page(public, event["id"]), await open_page(public, event["id"])
+    assert first.html.count("\u2014") == again.html.count("\u2014")  # the same page
+    assert first.json_ld()["offers"][0]["availability"] == "https://schema.org/InStock"
+    tokens = {p.form("/register")[1]["form_token"] for p in (first, again)}
+    calendars = {link for p in (first, again) for link in p.reader.links if "/ics/" in link}
+    codec = CapabilityCodec((SECRET,))
+    assert all(codec.open(FORM, t, datetime.now(UTC)) for t in tokens)
+    assert all(path_of(c) for c in calendars)
+    seats = {"event_id": event["id"], "name": "Ada"}
+    assert (await admin.post("/admin/registrations", json=seats)).status_code == 201
+    after = await open_page(public, event["id"])
+    assert after.json_ld()["offers"][0]["availability"] == "https://schema.org/LimitedAvailability"
+    assert "few left" in after.html
+    for c in calendars:
+        assert (await public.get(path_of(c))).status_code == 200
