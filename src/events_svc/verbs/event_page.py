@@ -40,7 +40,7 @@ SELECT e.id, e.name, e.description, e.date_begin, e.date_end, e.date_tz, e.locat
     e.active, e.seats_limited, e.seats_max, e.is_multi_slots, e.previous_date_begin,
     coalesce(w.enabled, false) AS waitlist_enabled,
     (SELECT coalesce(jsonb_agg(t ORDER BY t.created_at, t.id), '[]') FROM (
-        SELECT id, name, description, limit_max_per_order, start_sale_datetime,
+        SELECT id, name, description, seats_max, limit_max_per_order, start_sale_datetime,
             end_sale_datetime, created_at
         FROM event.tickets WHERE event_id = e.id ORDER BY created_at, id LIMIT $2) t
     ) AS tickets,
@@ -105,7 +105,14 @@ async def event_page(pool: Pool, codec: CapabilityCodec, key: str, now: datetime
         event = dict(row)
         if not by_capability and not is_visible(event, now):
             raise errors.EventNotPublished()
-        seats = await get_seat_view(conn, event)
+        listed = event["tickets"]
+        # every ticket read already (fewer than the page's bound): the seat model reuses them
+        known = (
+            [{"id": UUID(t["id"]), "seats_max": t["seats_max"]} for t in listed]
+            if len(listed) < MAX_TICKETS
+            else None
+        )
+        seats = await get_seat_view(conn, event, known)
     zone = ZoneInfo(event["date_tz"])
     by_ticket = {v["ticket_id"]: v for v in seats["tickets"]}
     by_slot = {v["slot_id"]: v for v in seats["slots"]}

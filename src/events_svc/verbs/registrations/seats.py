@@ -58,11 +58,16 @@ def event_cap(event: dict[str, Any]) -> int:
     return int(event["seats_max"]) if event["seats_limited"] and event["seats_max"] > 0 else 0
 
 
-async def get_seat_view(conn: Connection, event: dict[str, Any]) -> dict[str, Any]:
-    """The seat read model of one event: event, tickets, slots, available_min, is_sold_out."""
+async def get_seat_view(
+    conn: Connection, event: dict[str, Any], tickets: list[Any] | None = None
+) -> dict[str, Any]:
+    """The seat read model of one event: event, tickets, slots, available_min, is_sold_out.
+    `tickets`: the event's every ticket (`id`, `seats_max`, in creation order) when the
+    caller has just read them in its own statement."""
     event_id: UUID = event["id"]
     counts = await conn.fetch(_TAKEN_BY_SCOPE, event_id)
-    tickets = await conn.fetch(_TICKETS, event_id)
+    if tickets is None:
+        tickets = list(await conn.fetch(_TICKETS, event_id))
     multi = bool(event["is_multi_slots"])
     slots = await conn.fetch(_SLOTS, event_id) if multi else []
     by_event: Counter[str] = Counter()
