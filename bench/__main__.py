@@ -58,6 +58,10 @@ endpoints off and on, side by side.
 Part 13. The hot event across processes (`bench/pooled.py`, `--pooled C`, 32 clients): one
 service process, three, and three behind a real PgBouncer in transaction pooling.
 
+Part 14. The public event page (`bench/event_page.py`, `--event-page N`, 1 000 existing
+registrations): the JSON seat read model against the event's HTML page, which reads the
+same model once, with 1, 8 and 32 clients through one service process; the ratio b/a.
+
 Database: EVENTS_BENCH_ADMIN_URL (a superuser URL) or a fresh embedded PostgreSQL.
 """
 
@@ -88,6 +92,7 @@ from bench.common import (
 )
 from bench.delivery import DELIVERY_HEADER, delivery_run
 from bench.documents import DOCUMENTS_HEADER, documents_run
+from bench.event_page import EVENT_PAGE_HEADER, event_page_run
 from bench.export import EXPORT_HEADER, export_run
 from bench.leads import LEADS_HEADER, leads_run
 from bench.operations import OPERATIONS_HEADER, operations_run
@@ -341,6 +346,12 @@ def main() -> None:
         default=32,
         help="clients of the hot event across 1 and 3 processes and PgBouncer (0 skips it)",
     )
+    parser.add_argument(
+        "--event-page",
+        type=int,
+        default=1_000,
+        help="existing registrations of the public event page benchmark (0 skips it)",
+    )
     args = parser.parse_args()
     sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
     concurrency = [int(x) for x in args.concurrency.split(",")]
@@ -438,6 +449,15 @@ def main() -> None:
             lines = asyncio.run(pooled_run(admin_url, args.pooled, args.seconds))
             print(f"\nThe hot event across processes, {args.pooled} clients, HTTP:")
             print(POOLED_HEADER)
+            print("\n".join(lines))
+        if args.event_page:
+            n = args.event_page
+            print("\nThe public event page against the JSON seat read model, one service:\n"
+                  + EVENT_PAGE_HEADER, flush=True)  # fmt: skip
+            lines = asyncio.run(event_page_run(admin_url, n, args.seconds))
+            print(f"\nThe public event page against the JSON seat read model, {n:,} "
+                  "registrations, one service, HTTP:")  # fmt: skip
+            print(EVENT_PAGE_HEADER)
             print("\n".join(lines))
 
 

@@ -55,6 +55,20 @@ class Cell:
         return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
 
 
+def pooled(cells: list[Cell]) -> Cell:
+    """The cells of one side of an a, b, b, a row as one."""
+    return Cell(
+        sum(c.done for c in cells),
+        sum(c.seconds for c in cells),
+        [x for c in cells for x in c.latencies],
+    )
+
+
+def ms(cell: Cell) -> str:
+    """`p50 / p99` in milliseconds."""
+    return f"{cell.pct(0.5):5.1f} / {cell.pct(0.99):6.1f}"
+
+
 def barcode() -> str:
     return str(int.from_bytes(secrets.token_bytes(8), "little"))
 
@@ -189,14 +203,31 @@ async def post_cell(
 ) -> Cell:
     """POST `body(worker)` to `path` from `workers` aiohttp clients for `seconds`; every
     answer must be 201."""
+    return await load_cell(base, path, workers, seconds, headers=headers, body=body, expect=201)
+
+
+async def load_cell(
+    base: str,
+    path: str,
+    workers: int,
+    seconds: float,
+    *,
+    headers: dict[str, str] | None = None,
+    body: Callable[[int], dict[str, Any]] | None = None,
+    expect: int = 200,
+) -> Cell:
+    """GET `path` (POST `body(worker)` when given) from `workers` aiohttp clients for
+    `seconds`, each answer read whole; every answer must be `expect`."""
     connector = aiohttp.TCPConnector(limit=workers)
     async with aiohttp.ClientSession(base, headers=headers, connector=connector) as client:
 
         async def op(w: int) -> None:
-            async with client.post(path, json=body(w)) as r:
-                text = await r.text()
-                if r.status != 201:
-                    raise RuntimeError(f"POST {path} answered {r.status}: {text}")
+            sent = client.get(path) if body is None else client.post(path, json=body(w))
+            async with sent as r:
+                answer = await r.read()
+                if r.status != expect:
+                    method = "GET" if body is None else "POST"
+                    raise RuntimeError(f"{method} {path} answered {r.status}: {answer[:500]!r}")
 
         async with client.get("/healthz") as r:
             await r.read()

@@ -24,7 +24,15 @@ from urllib.parse import urlsplit
 
 import asyncpg
 
-from bench.common import Cell, drop_database, fresh_database, fresh_event, http_cell, service
+from bench.common import (
+    Cell,
+    drop_database,
+    fresh_database,
+    fresh_event,
+    http_cell,
+    pooled,
+    service,
+)
 from events_svc.db import create_pool
 from events_svc.settings import Settings
 from events_svc.verbs.tokens import create_token
@@ -37,14 +45,6 @@ POOLED_HEADER = (
     "| set-up | clients | reg/s | p50 / p99 ms | vs 1 process | registrations checked |\n"
     "|---|---:|---:|---|---:|---|"
 )
-
-
-def _pooled(cells: list[Cell]) -> Cell:
-    return Cell(
-        sum(c.done for c in cells),
-        sum(c.seconds for c in cells),
-        [x for c in cells for x in c.latencies],
-    )
 
 
 async def pooled_run(admin_url: str, clients: int, seconds: float) -> list[str]:
@@ -77,10 +77,10 @@ async def pooled_run(admin_url: str, clients: int, seconds: float) -> list[str]:
                     cell = await http_cell(base, token, event_id, clients, seconds)
                 cells[setup].append(cell)
                 checked[setup] &= await _count(conn, event_id) - before == cell.done
-        one = _pooled(cells[0]).rate
+        one = pooled(cells[0]).rate
         rows = []
         for setup, name in enumerate(SETUPS):
-            c = _pooled(cells[setup])
+            c = pooled(cells[setup])
             rows.append(
                 f"| {name} | {clients} | {c.rate:6.0f} | {c.pct(0.5):5.1f} / {c.pct(0.99):6.1f} "
                 f"| {c.rate / one:5.0%} | {'yes' if checked[setup] else 'NO'} |"

@@ -20,7 +20,7 @@ from uuid import UUID
 import aiohttp
 import asyncpg
 
-from bench.common import Cell, drive, drop_database, fresh_database, fresh_event, service
+from bench.common import drive, drop_database, fresh_database, fresh_event, ms, service
 from events_svc.db import create_pool
 from events_svc.settings import Settings
 from events_svc.verbs.tokens import create_token
@@ -54,10 +54,6 @@ async def _post(client: aiohttp.ClientSession, path: str, body: dict[str, Any], 
         if r.status != want:
             raise RuntimeError(f"POST {path} answered {r.status}: {answer}")
         return answer
-
-
-def _ms(cell: Cell) -> str:
-    return f"{cell.pct(0.5):5.1f} / {cell.pct(0.99):6.1f}"
 
 
 async def seam_cells(
@@ -102,7 +98,7 @@ async def seam_cells(
     return (
         f"| {size:>7,} | {workers:>2} | {p.rate:7.0f} | {s.rate:7.0f} "
         f"| {attendees / s.seconds:7.0f} | {s.rate / p.rate:5.0%} | {r.rate:7.0f} "
-        f"| {r.rate / s.rate:5.1f}x | {_ms(p)} | {_ms(s)} | {_ms(r)} |"
+        f"| {r.rate / s.rate:5.1f}x | {ms(p)} | {ms(s)} | {ms(r)} |"
     )
 
 

@@ -39,6 +39,8 @@ from bench.common import (
     drop_database,
     fresh_database,
     fresh_event,
+    ms,
+    pooled,
     post_cell,
     service,
 )
@@ -222,18 +224,6 @@ async def offer_burst(url: str, waiting: int) -> list[str]:
 # --- (j) joins against the intake -----------------------------------------------------
 
 
-def _pooled(cells: list[Cell]) -> Cell:
-    return Cell(
-        sum(c.done for c in cells),
-        sum(c.seconds for c in cells),
-        [x for c in cells for x in c.latencies],
-    )
-
-
-def _ms(cell: Cell) -> str:
-    return f"{cell.pct(0.5):5.1f} / {cell.pct(0.99):6.1f}"
-
-
 async def joins_against_intake(url: str, existing: int, seconds: float) -> list[str]:
     """(j): one row per client count."""
     numbers = itertools.count()
@@ -272,13 +262,13 @@ async def joins_against_intake(url: str, existing: int, seconds: float) -> list[
                     path = INTAKE.format(open_event) if side == "i" else JOIN.format(full_event)
                     body = attendee if side == "i" else waiter
                     cells[side].append(await post_cell(base, path, body, clients, seconds))
-                i, j = _pooled(cells["i"]), _pooled(cells["j"])
+                i, j = pooled(cells["i"]), pooled(cells["j"])
                 entries = await conn.fetchval(
                     "SELECT count(*) FROM event.waitlist_entry WHERE event_id = $1", full_event
                 )
                 rows.append(
                     f"| {existing:,} | {clients} | {i.rate:7.0f} | {j.rate:7.0f} "
-                    f"| {j.rate / i.rate:5.0%} | {_ms(i)} | {_ms(j)} | {entries:,} |"
+                    f"| {j.rate / i.rate:5.0%} | {ms(i)} | {ms(j)} | {entries:,} |"
                 )
                 print(rows[-1], flush=True)
     finally:

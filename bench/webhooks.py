@@ -54,6 +54,8 @@ from bench.common import (
     free_port,
     fresh_database,
     fresh_event,
+    ms,
+    pooled,
     post_cell,
     service,
 )
@@ -367,18 +369,6 @@ def _attendee(event_id: UUID) -> Callable[[int], dict[str, Any]]:
     return lambda _: body
 
 
-def _pooled(cells: list[Cell]) -> Cell:
-    return Cell(
-        sum(c.done for c in cells),
-        sum(c.seconds for c in cells),
-        [x for c in cells for x in c.latencies],
-    )
-
-
-def _ms(cell: Cell) -> str:
-    return f"{cell.pct(0.5):5.1f} / {cell.pct(0.99):6.1f}"
-
-
 async def hot_path(url: str, sink: str, auth: dict[str, str], seconds: float) -> list[str]:
     """(h): one row per client count, then a line per failed check."""
     conn = await asyncpg.connect(url)
@@ -407,14 +397,14 @@ async def hot_path(url: str, sink: str, auth: dict[str, str], seconds: float) ->
                         drain += await drained(conn)
                         got += arrived + await take(sink)
                         await set_active(base, auth, ids, False)
-                off, on = _pooled(cells["off"]), _pooled(cells["on"])
+                off, on = pooled(cells["off"]), pooled(cells["on"])
                 found, _ = await check(
                     conn, [event_id], got, ENDPOINTS * on.done, f"hot path, {clients} clients"
                 )
                 problems += found
                 rows.append(
                     f"| {HOT_EXISTING:,} | {clients} | {off.rate:7.0f} | {on.rate:7.0f} "
-                    f"| {on.rate / off.rate:5.0%} | {_ms(off)} | {_ms(on)} "
+                    f"| {on.rate / off.rate:5.0%} | {ms(off)} | {ms(on)} "
                     f"| {during / on.seconds:,.0f} | {drain:.2f} | {'no' if found else 'yes'} |"
                 )
                 print(rows[-1], flush=True)
