@@ -167,7 +167,8 @@ async def _mixed_event(admin: httpx.AsyncClient) -> dict[str, Any]:
     other = await make_event(admin, is_multi_slots=True)
     foreign_slot = await add_slot(admin, other["id"])
     small = await add_ticket(admin, event["id"], name="Small", seats_max=2, limit_max_per_order=2)
-    past = (datetime.now(UTC) - timedelta(days=1)).replace(microsecond=0).isoformat()
+    # one fixed instant: both events' refusals name the same end of sale
+    past = "2020-01-01T00:00:00+00:00"
     closed = await add_ticket(admin, event["id"], name="Closed", end_sale_datetime=past)
     return {
         "event": uuid.UUID(event["id"]),

@@ -47,7 +47,6 @@ from events_svc.links import BASE_PATH
 from events_svc.models import PublishBody, WaitlistSettingsBody
 from events_svc.routes.deps import ServiceContext
 from events_svc.routes.event_page import PATH as EVENT_PAGE_PATH
-from events_svc.routes.public import secret_set
 from events_svc.scheduler import offer_options
 from events_svc.verbs import badges, public
 from events_svc.verbs import waitlist as waitlist_verbs
@@ -475,8 +474,11 @@ async def private_link(
     and audited by the API's verb. The link shows in this answer only (never in an address,
     a note or the cookie); reloading it sends the form again, which makes another link."""
     del form  # CSRF-checked; the command has no fields
+    if not ctx.codec.configured:  # the page offers no button then; say why on the page
+        unset = errors.CapabilitySecretNotConfigured()
+        problem = FieldError(unset.detail, unset.code)
+        return await detail_page(request, ctx, actor, event_id, problems=[problem], status_code=409)
     try:
-        secret_set(ctx)
         minted = await public.mint_intake(
             ctx.db(), actor, ctx.codec, event_id, ctx.settings.intake_ttl_s, ctx.clock()
         )
