@@ -28,7 +28,7 @@ from uuid import UUID
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse, RedirectResponse
 from pydantic import ValidationError
-from starlette.datastructures import UploadFile, URLPath
+from starlette.datastructures import UploadFile
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from events_svc import errors
@@ -44,7 +44,7 @@ from events_svc.models import (
 from events_svc.pages import FORM_POLICY, ICS_HOLE, EventForm, render_event
 from events_svc.pages.event import IDENTITY, Alert
 from events_svc.pages.frame import render_off_loop
-from events_svc.routes.deps import Ctx, ServiceContext
+from events_svc.routes.deps import Ctx, ServiceContext, route_url
 from events_svc.routes.public import (
     count_intake_request,
     event_key,
@@ -288,21 +288,10 @@ def _shown(page: dict[str, Any], field: str) -> bool:
     return True
 
 
-_HOLE = "~key~"  # no key or token holds a `~`
-
-
 def link(request: Request, name: str, value: str) -> str:
-    """The absolute address of the route `name` (its parameter `value`), as `url_for`
-    answers it, but with the route's path found once per app: finding a route by name
-    walks every route of the API (`app.state.route_paths`)."""
-    paths: dict[str, str] = getattr(request.app.state, "route_paths", None) or {}
-    if name not in paths:
-        param = "capability" if name in _BY_CAPABILITY else "event_id_or_capability"
-        router = request.scope.get("router") or request.app.router
-        paths[name] = str(router.url_path_for(name, **{param: _HOLE}))
-        request.app.state.route_paths = paths
-    path = paths[name].replace(_HOLE, value)
-    return str(URLPath(path).make_absolute_url(request.base_url))
+    """The address of the route `name` with its one parameter `value`."""
+    param = "capability" if name in _BY_CAPABILITY else "event_id_or_capability"
+    return route_url(request, name, **{param: value})
 
 
 _BY_CAPABILITY = frozenset({"public_ics", "public_my_tickets", "public_waitlist"})

@@ -34,7 +34,14 @@ from events_svc.models import (
     json_error_responses,
 )
 from events_svc.pages import PAGE_POLICY, render_tickets
-from events_svc.routes.deps import Ctx, ServiceContext, answer, require, service_context
+from events_svc.routes.deps import (
+    Ctx,
+    ServiceContext,
+    answer,
+    require,
+    route_url,
+    service_context,
+)
 from events_svc.verbs import public as verbs
 from events_svc.verbs.registrations import Registered
 
@@ -96,7 +103,7 @@ mint_router = APIRouter(tags=["capabilities"])
 
 
 def _url(request: Request, name: str, capability: str) -> str:
-    return str(request.url_for(name, capability=capability))
+    return route_url(request, name, capability=capability)
 
 
 class CalendarResponse(Response):
@@ -317,5 +324,5 @@ async def mint_intake(
         spec.ttl_seconds or ctx.settings.intake_ttl_s,
         ctx.clock(),
     )
-    url = str(request.url_for("public_intake", event_id_or_capability=token))
+    url = route_url(request, "public_intake", event_id_or_capability=token)
     return answer(CapabilityView, {"token": token, "url": url, "expires_at": expires})

@@ -38,6 +38,7 @@ from events_svc.routes.deps import (
     answer,
     pii_full,
     require,
+    route_url,
 )
 from events_svc.routes.public import GuardedIntakeRoute, event_key, secret_set, wants_page
 from events_svc.scheduler import offer_options
@@ -58,7 +59,7 @@ intake_router = APIRouter(tags=["public"], route_class=GuardedIntakeRoute)
 
 
 def _link(request: Request, name: str, capability: str) -> str:
-    return str(request.url_for(name, capability=capability))
+    return route_url(request, name, capability=capability)
 
 
 # --- joining ---------------------------------------------------------------------------
