@@ -70,7 +70,7 @@ async def rows(pool: asyncpg.Pool, sql: str, *args: object) -> list[asyncpg.Reco
 async def stop_holding(pool: asyncpg.Pool, victim: subprocess.Popen[str]) -> list[str]:
     """Stop the victim (SIGSTOP) at a moment it holds leased attempts; their ids. A lease
     the survivor took after the stop ends later than any of the victim's, and one it took
-    before is recorded (its answers take 0.2 s) by the time this looks."""
+    before is recorded (its answers take 0.5 s) by the time this looks."""
     for _ in range(40):
         victim.send_signal(signal.SIGSTOP)
         async with pool.acquire() as conn:
@@ -94,7 +94,7 @@ async def test_a_process_killed_mid_delivery_loses_no_committed_fact_and_sends_n
 ):
     token, _ = await create_token(pool, "storm", ["*"], None, datetime.now(UTC))
     auth = {"Authorization": f"Bearer {token}"}
-    with receiver(default="slow", delay_s=0.2) as sink, services(db_url, tmp_path) as procs:
+    with receiver(default="slow", delay_s=0.5) as sink, services(db_url, tmp_path) as procs:
         (victim_base, victim), (survivor_base, _) = procs
         bases = [victim_base, survivor_base]
         async with httpx.AsyncClient(timeout=30, headers=auth) as http:
