@@ -378,8 +378,13 @@ class Submission:
     refused: bool = False
 
 
-async def _submission(ctx: ServiceContext, request: Request, key: str) -> Submission:
-    """Read the form and the page, check the form token (the windows have counted)."""
+async def _submission(ctx: ServiceContext, request: Request, key: str) -> Submission | Response:
+    """Count the client's (or link's) window (over it: the short page, nothing read), read
+    the form and the page, check the form token."""
+    try:
+        await count_intake_request(ctx, request, key)
+    except errors.RateLimited as refused:
+        return await _too_many(request, key, refused)
     posted = await _read_form(request)
     page = await verbs.event_page(ctx.db(), ctx.codec, key, ctx.clock())
     sent = Submission(page, posted, _typed(posted, page))
@@ -405,11 +410,9 @@ async def register(ctx: Ctx, request: Request, event_id_or_capability: str) -> R
     """Register from the page's form (`action=update` only redraws it for another number
     of attendees)."""
     key = event_id_or_capability
-    try:
-        await count_intake_request(ctx, request, key)
-    except errors.RateLimited as refused:
-        return await _too_many(request, key, refused)
     sent = await _submission(ctx, request, key)
+    if isinstance(sent, Response):
+        return sent
     page, posted, form = sent.page, sent.posted, sent.form
     if sent.refused:
         return await _answer(ctx, request, key, page, form, 422)
@@ -453,11 +456,9 @@ async def join_waitlist(ctx: Ctx, request: Request, event_id_or_capability: str)
     """Join the waiting list from the page's form; a success goes to the entry's page (its
     position in the queue)."""
     key = event_id_or_capability
-    try:
-        await count_intake_request(ctx, request, key)
-    except errors.RateLimited as refused:
-        return await _too_many(request, key, refused)
     sent = await _submission(ctx, request, key)
+    if isinstance(sent, Response):
+        return sent
     page, posted, form = sent.page, sent.posted, sent.form
     fields = ("name", "email", "phone", "seats", "event_ticket_id", "event_slot_id")
     form.waitlist = {name: posted.text(name)[:400] for name in fields}
