@@ -5,7 +5,7 @@ form (cancelled, finished, sold out, not on sale, no online registration).
 
 `EventForm` is what the attendee typed (kept across a refusal) and where each message goes:
 `errors` by field name, `alerts` at the top. The form's field names are the contract of
-`routes/event_page.py`, which reads them back: `event_ticket_id`, `event_slot_id`,
+`routes/event_page/forms.py`, which reads them back: `event_ticket_id`, `event_slot_id`,
 `attendees` (how many), per attendee n (from 1) `attendee-n-name`, `-email`, `-phone`,
 `-company_name` and `attendee-n-q-<question id>`, once per order `q-<question id>`; the
 waiting list's `name`, `email`, `phone`, `seats`; and on every form `form_token`.

@@ -8,7 +8,7 @@ Every read and write is the admin API's own verb called with the same arguments
 `GET /admin/events/{id}/seats`), the forms call `publish_event`, `unpublish_event` and
 `mark_event_done`. The waiting list's section is `waitlist.section`; its forms call
 `put_settings`, `offer_now` and `remove_entry` (`routes/waitlist.py`). The public page's
-section shows the address of a visible event's public page (`routes/event_page.py`), and
+section shows the address of a visible event's public page (`routes/event_page/`), and
 its form mints a private link with the API's own verb, `public.mint_intake`
 (`POST /admin/events/{id}/capabilities/intake`). A refusal of a form (409 and friends)
 re-renders the detail with its code in the error summary and the API's status; anything

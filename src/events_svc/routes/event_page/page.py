@@ -23,28 +23,29 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
-from uuid import UUID
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse, RedirectResponse
 from pydantic import ValidationError
-from starlette.datastructures import UploadFile
-from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from events_svc import errors
 from events_svc.capabilities import ICS
-from events_svc.models import (
-    MAX_PER_ORDER,
-    PUBLIC_ERRORS,
-    AttendeeInput,
-    IntakeAttendee,
-    WaitlistJoin,
-    json_error_responses,
-)
+from events_svc.models import PUBLIC_ERRORS, WaitlistJoin, json_error_responses
 from events_svc.pages import FORM_POLICY, ICS_HOLE, EventForm, render_event
-from events_svc.pages.event import IDENTITY, Alert
+from events_svc.pages.event import Alert
 from events_svc.pages.frame import render_off_loop
 from events_svc.routes.deps import Ctx, ServiceContext, route_url
+from events_svc.routes.event_page.forms import (
+    FIELD_WORDS,
+    WORDS,
+    Posted,
+    attendees_of,
+    number_of,
+    read_form,
+    refusal,
+    typed,
+    uuid_of,
+)
 from events_svc.routes.public import (
     count_intake_request,
     event_key,
@@ -55,8 +56,6 @@ from events_svc.routes.waitlist import join_through_intake
 from events_svc.verbs import event_page as verbs
 
 PATH = "/public/events/{event_id_or_capability}"
-MAX_ITEMS = 5000  # fields read from a form: 30 attendees' fields and 100 answers each fit
-MAX_ATTENDEES = MAX_PER_ORDER  # the intake's own bound
 router = APIRouter(tags=["public"])
 form_router = APIRouter(tags=["public"])
 
@@ -71,221 +70,6 @@ _FORM_RESPONSES: dict[int | str, dict[str, Any]] = _PAGE_RESPONSES | {
     422: {"description": "Refused beside a field: the page again", "content": _HTML},
     429: {"description": "Too many attempts: the page again", "content": _HTML},
 }
-
-# what a refusal says, in the attendee's words (the code stays on the page, for machines)
-_WORDS = {
-    "answer_required": "Please answer this question.",
-    "answer_invalid": "Please check this answer.",
-    "answer_not_of_question": "Choose one of the answers shown.",
-    "question_not_on_event": "This question is not asked for this event any more.",
-    "slot_required": "Choose a session.",
-    "slot_not_in_event": "Choose one of the sessions shown.",
-    "ticket_not_in_event": "Choose one of the tickets shown.",
-    "event_seats_exhausted": "Sorry, there are not enough seats left for this choice.",
-    "event_sale_window_closed": "This ticket is not on sale at the moment.",
-    "event_registrations_closed": "Registration for this event is closed.",
-    "event_cancelled": "This event is cancelled: registration is closed.",
-    "rate_limited": "Too many attempts from here: please wait a minute and try again.",
-    "form_expired": "This form has expired. Your entries are kept: check them and send the "
-    "form again.",
-    "form_unreadable": "The form could not be read: please fill it in again.",
-    "waitlist_disabled": "This event has no waiting list.",
-    "waitlist_not_needed": "Seats are free for this choice: you can register now.",
-    "waitlist_already_joined": "This email is already on the waiting list for this choice.",
-}
-_FIELD_WORDS = {
-    "name": "Enter the full name.",
-    "email": "Enter an email address, like name@example.org.",
-    "phone": "Enter a phone number, like +44 20 7946 0000.",
-    "company_name": "This company name is too long.",
-    "seats": "Choose how many seats.",
-}
-# refusals shown at the top of the form, with their status
-_TOP = frozenset(
-    {
-        "event_seats_exhausted",
-        "event_sale_window_closed",
-        "event_registrations_closed",
-        "event_cancelled",
-        "rate_limited",
-        "waitlist_disabled",
-        "waitlist_not_needed",
-        "waitlist_already_joined",
-    }
-)
-_ANSWER_CODES = frozenset(
-    {"answer_required", "answer_invalid", "answer_not_of_question", "question_not_on_event"}
-)
-
-
-@dataclass
-class Posted:
-    """A posted form's text fields (first value of each name), bounded; `unreadable` when
-    the body is no form this service can read."""
-
-    values: dict[str, str]
-    unreadable: bool = False
-
-    def text(self, name: str) -> str:
-        return self.values.get(name, "").strip()
-
-
-async def _read_form(request: Request) -> Posted:
-    """The form's fields (NUL characters dropped); an unreadable body reads as an empty
-    form that says so."""
-    try:
-        data = await request.form(max_files=0, max_fields=MAX_ITEMS, max_part_size=64 * 1024)
-    except (StarletteHTTPException, ValueError, KeyError, AssertionError):
-        return Posted({}, unreadable=True)
-    values: dict[str, str] = {}
-    for name, value in data.multi_items()[:MAX_ITEMS]:
-        if isinstance(value, UploadFile) or len(name) > 80:
-            continue
-        values.setdefault(name, value.replace("\x00", ""))
-    return Posted(values)
-
-
-def _uuid(raw: str) -> UUID | None:
-    try:
-        return UUID(raw) if raw else None
-    except ValueError:
-        return None
-
-
-def _count(raw: str) -> int:
-    """The number of attendee blocks asked for, 1 to the intake's bound."""
-    number = _number(raw)
-    return max(1, min(number, MAX_ATTENDEES)) if number is not None else 1
-
-
-def _number(raw: str) -> int | None:
-    """A small whole number as typed (None: not one)."""
-    return int(raw) if raw.isdigit() and len(raw) <= 4 else None
-
-
-def _typed(posted: Posted, page: dict[str, Any]) -> EventForm:
-    """What the attendee typed, as the page shows it again."""
-    count = _count(posted.text("attendees"))
-    attendees = []
-    for n in range(1, count + 1):
-        prefix = f"attendee-{n}-"
-        values: dict[str, Any] = {k: posted.values.get(prefix + k, "") for k in IDENTITY}
-        values["answers"] = {
-            str(q["id"]): posted.values.get(f"{prefix}q-{q['id']}", "")
-            for q in page["questions"]
-            if not q["once_per_order"]
-        }
-        attendees.append(values)
-    general = {
-        str(q["id"]): posted.values.get(f"q-{q['id']}", "")
-        for q in page["questions"]
-        if q["once_per_order"]
-    }
-    return EventForm(
-        ticket=posted.text("event_ticket_id")[:40],
-        slot=posted.text("event_slot_id")[:40],
-        count=count,
-        attendees=attendees,
-        general=general,
-    )
-
-
-def _question_field(page: dict[str, Any], form: EventForm, question_id: str, code: str) -> str:
-    """Where a refusal about a question shows: its field on the first attendee whose answer
-    is missing (or the first attendee), once per order its one field."""
-    question = next((q for q in page["questions"] if str(q["id"]) == question_id), None)
-    if question is None:
-        return ""
-    if question["once_per_order"] and question["kind"] not in IDENTITY:
-        return f"q-{question_id}"
-    suffix = question["kind"] if question["kind"] in IDENTITY else f"q-{question_id}"
-    for n, values in enumerate(form.attendees, start=1):
-        given = values[suffix] if suffix in IDENTITY else values["answers"].get(question_id, "")
-        if code != "answer_required" or not str(given).strip():
-            return f"attendee-{n}-{suffix}"
-    return f"attendee-1-{suffix}"
-
-
-def _attendees(posted: Posted, page: dict[str, Any], form: EventForm) -> list[AttendeeInput]:
-    """The intake's attendees from the form; every field problem noted on `form.errors`."""
-    attendees = []
-    for n in range(1, form.count + 1):
-        prefix = f"attendee-{n}-"
-        raw = {k: posted.text(prefix + k) for k in IDENTITY}
-        answers: list[dict[str, Any]] = []
-        fields: list[str] = []
-        for q in page["questions"]:
-            qid = str(q["id"])
-            if q["kind"] in IDENTITY:  # the attendee's own field answers it
-                name, value = prefix + q["kind"], raw[q["kind"]]
-            elif q["once_per_order"]:
-                if n > 1:
-                    continue
-                name, value = f"q-{qid}", posted.text(f"q-{qid}")
-            else:
-                name, value = f"{prefix}q-{qid}", posted.text(f"{prefix}q-{qid}")
-            if not value:
-                continue
-            if q["kind"] == "simple_choice":
-                choice = _uuid(value)
-                if choice is None:
-                    form.errors[name] = _WORDS["answer_not_of_question"]
-                    continue
-                answers.append({"question_id": q["id"], "value_answer_id": choice})
-            else:
-                answers.append({"question_id": q["id"], "value_text": value})
-            fields.append(name)
-        try:
-            attendees.append(IntakeAttendee.model_validate({**raw, "answers": answers}))
-        except ValidationError as exc:
-            for err in exc.errors():
-                loc = err.get("loc", ())
-                if loc and loc[0] in IDENTITY:
-                    form.errors.setdefault(prefix + str(loc[0]), _FIELD_WORDS[str(loc[0])])
-                elif len(loc) > 1 and loc[0] == "answers" and isinstance(loc[1], int):
-                    form.errors.setdefault(fields[loc[1]], "This answer is too long.")
-    return [AttendeeInput.model_validate(a.model_dump()) for a in attendees]
-
-
-def _refusal(exc: errors.DomainError, page: dict[str, Any], form: EventForm, prefix: str) -> int:
-    """Put a verb's refusal on the form; answers the status (raises what a form cannot
-    show: the uniform 404, an unavailable database)."""
-    code = exc.code
-    words = _WORDS.get(code, exc.detail)
-    if code in _TOP:
-        form.alerts.append(Alert(code, words))
-        return exc.status
-    if code == "per_order_cap_exceeded":
-        field = prefix + "seats" if prefix else "attendees"
-        maximum = exc.fields.get("maximum")
-        words = f"At most {maximum} can register together for this choice."
-    elif code in _ANSWER_CODES:
-        field = _question_field(page, form, str(exc.fields.get("question_id", "")), code)
-    elif code in ("slot_required", "slot_not_in_event"):
-        field = prefix + "event_slot_id"
-    elif code == "ticket_not_in_event":
-        field = prefix + "event_ticket_id"
-    elif exc.status == 422:
-        field = ""
-    else:
-        raise exc
-    if field and not _shown(page, field.removeprefix("waitlist-")):
-        field = ""  # not a field of this page: the message goes to the top
-    if field:
-        form.errors[field] = words
-    else:
-        form.alerts.append(Alert(code, words))
-    return 422
-
-
-def _shown(page: dict[str, Any], field: str) -> bool:
-    """Whether the page has this field (a ticket choice only with tickets, a session only
-    on a multi-slot event)."""
-    if field == "event_ticket_id":
-        return bool(page["tickets"])
-    if field == "event_slot_id":
-        return bool(page["event"]["is_multi_slots"])
-    return True
 
 
 def link(request: Request, name: str, value: str) -> str:
@@ -350,7 +134,7 @@ async def _too_many(request: Request, key: str, refused: errors.RateLimited) -> 
     event's page, with `Retry-After`."""
     html = await render_off_loop(
         "busy.html",
-        message=_WORDS["rate_limited"],
+        message=WORDS["rate_limited"],
         page_url=link(request, "public_event_page", key),
     )
     answer = HTMLResponse(html, status_code=429, headers=refused.response_headers())
@@ -385,16 +169,16 @@ async def _submission(ctx: ServiceContext, request: Request, key: str) -> Submis
         await count_intake_request(ctx, request, key)
     except errors.RateLimited as refused:
         return await _too_many(request, key, refused)
-    posted = await _read_form(request)
+    posted = await read_form(request)
     page = await verbs.event_page(ctx.db(), ctx.codec, key, ctx.clock())
-    sent = Submission(page, posted, _typed(posted, page))
+    sent = Submission(page, posted, typed(posted, page))
     if posted.unreadable:
-        sent.form.alerts.append(Alert("form_unreadable", _WORDS["form_unreadable"]))
+        sent.form.alerts.append(Alert("form_unreadable", WORDS["form_unreadable"]))
         sent.refused = True
     elif not verbs.form_token_valid(
         ctx.codec, posted.text("form_token"), page["event"]["id"], ctx.clock()
     ):
-        sent.form.alerts.append(Alert("form_expired", _WORDS["form_expired"]))
+        sent.form.alerts.append(Alert("form_expired", WORDS["form_expired"]))
         sent.refused = True
     return sent
 
@@ -418,18 +202,18 @@ async def register(ctx: Ctx, request: Request, event_id_or_capability: str) -> R
         return await _answer(ctx, request, key, page, form, 422)
     if posted.text("action") == "update":
         return await _answer(ctx, request, key, page, form)
-    ticket_id, slot_id = _uuid(form.ticket), _uuid(form.slot)
+    ticket_id, slot_id = uuid_of(form.ticket), uuid_of(form.slot)
     if page["tickets"] and ticket_id is None:
         form.errors["event_ticket_id"] = "Choose a ticket."
     if form.slot and slot_id is None:
-        form.errors["event_slot_id"] = _WORDS["slot_not_in_event"]
-    attendees = _attendees(posted, page, form)
+        form.errors["event_slot_id"] = WORDS["slot_not_in_event"]
+    attendees = attendees_of(posted, page, form)
     if form.errors:
         return await _answer(ctx, request, key, page, form, 422)
     try:
         _, token = await register_through_intake(ctx, key, attendees, ticket_id, slot_id)
     except errors.DomainError as exc:
-        status_code = _refusal(exc, page, form, "")
+        status_code = refusal(exc, page, form, "")
         headers = exc.response_headers() if exc.status == 429 else None
         if exc.code == "event_seats_exhausted":
             # what is left now, and the waiting list first when the event has one
@@ -466,29 +250,29 @@ async def join_waitlist(ctx: Ctx, request: Request, event_id_or_capability: str)
     if sent.refused:
         return await _answer(ctx, request, key, page, form, 422)
     if not page["waitlist_enabled"]:  # as the page read it: no field of the form matters
-        form.alerts.append(Alert("waitlist_disabled", _WORDS["waitlist_disabled"]))
+        form.alerts.append(Alert("waitlist_disabled", WORDS["waitlist_disabled"]))
         form.offer_waitlist = False
         return await _answer(ctx, request, key, page, form, 409)
     typed = form.waitlist
     body: dict[str, Any] = {"name": typed["name"], "email": typed["email"], "phone": typed["phone"]}
     for name in ("event_ticket_id", "event_slot_id"):
         if typed[name]:
-            body[name] = _uuid(typed[name])
+            body[name] = uuid_of(typed[name])
             if body[name] is None:
-                form.errors[f"waitlist-{name}"] = _WORDS[
+                form.errors[f"waitlist-{name}"] = WORDS[
                     "slot_not_in_event" if name == "event_slot_id" else "ticket_not_in_event"
                 ]
-    seats = _number(typed["seats"] or "1")
+    seats = number_of(typed["seats"] or "1")
     if seats is None:
-        form.errors["waitlist-seats"] = _FIELD_WORDS["seats"]
+        form.errors["waitlist-seats"] = FIELD_WORDS["seats"]
     body["seats"] = seats
     try:
         join = WaitlistJoin.model_validate(body)
     except ValidationError as exc:
         for err in exc.errors():
             loc = err.get("loc", ())
-            if loc and loc[0] in _FIELD_WORDS:
-                form.errors.setdefault(f"waitlist-{loc[0]}", _FIELD_WORDS[str(loc[0])])
+            if loc and loc[0] in FIELD_WORDS:
+                form.errors.setdefault(f"waitlist-{loc[0]}", FIELD_WORDS[str(loc[0])])
         if not form.errors:
             form.alerts.append(Alert("validation_failed", "Please check the form."))
     if form.errors or form.alerts:
@@ -496,7 +280,7 @@ async def join_waitlist(ctx: Ctx, request: Request, event_id_or_capability: str)
     try:
         _, token = await join_through_intake(ctx, key, join)
     except errors.DomainError as exc:
-        status_code = _refusal(exc, page, form, "waitlist-")
+        status_code = refusal(exc, page, form, "waitlist-")
         headers = exc.response_headers() if exc.status == 429 else None
         form.offer_waitlist = exc.code != "waitlist_not_needed"
         return await _answer(ctx, request, key, page, form, status_code, headers)
