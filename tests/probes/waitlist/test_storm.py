@@ -26,12 +26,11 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-import subprocess
 import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,11 +42,8 @@ import pytest
 from tests.probes.helpers import (
     API,
     Api,
-    free_port,
     insert_registration,
-    start_serve,
-    stop_all,
-    wait_ready,
+    serve_processes,
 )
 from tests.probes.waitlist.kit import SECRET, entries, link, listed_event, seats_taken
 
@@ -160,19 +156,8 @@ def services(db_url: str, logs: Path, n: int = 2) -> Iterator[list[str]]:
         "EVENTS_POOL_MAX": "8",
         "EVENTS_LOG_LEVEL": "WARNING",
     }
-    procs: list[tuple[str, subprocess.Popen[str]]] = []
-    with ExitStack() as files:
-        try:
-            for i in range(n):
-                port = free_port()
-                out = files.enter_context((logs / f"serve-{i}.log").open("w"))
-                proc = start_serve(db_url, port, output=out.fileno(), **env)
-                procs.append((f"http://127.0.0.1:{port}", proc))
-            for base, proc in procs:
-                wait_ready(proc, base, timeout=90)
-            yield [base for base, _ in procs]
-        finally:
-            stop_all(procs)
+    with serve_processes(db_url, logs, n, **env) as procs:
+        yield [base for base, _ in procs]
 
 
 def read_logs(folder: Path) -> str:

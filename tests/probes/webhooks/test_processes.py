@@ -17,7 +17,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -26,7 +26,7 @@ import httpx
 import pytest
 
 from events_svc.verbs.tokens import create_token
-from tests.probes.helpers import event_body, free_port, start_serve, stop_all, wait_ready
+from tests.probes.helpers import event_body, serve_processes
 from tests.probes.webhooks.receiver import receiver
 
 SEATS = 60
@@ -46,20 +46,9 @@ def services(
         "EVENTS_POOL_MAX": "6",
         "EVENTS_LOG_LEVEL": "WARNING",
     }
-    procs: list[tuple[str, subprocess.Popen[str]]] = []
-    with ExitStack() as files:
-        try:
-            for i in range(n):
-                port = free_port()
-                out = files.enter_context((logs / f"serve-{i}.log").open("w"))
-                proc = start_serve(db_url, port, output=out.fileno(), **env)
-                procs.append((f"http://127.0.0.1:{port}", proc))
-            for base, proc in procs:
-                wait_ready(proc, base, timeout=90)
-            time.sleep(0.5)  # the loops have listened before the first write
-            yield procs
-        finally:
-            stop_all(procs)
+    with serve_processes(db_url, logs, n, **env) as procs:
+        time.sleep(0.5)  # the loops have listened before the first write
+        yield procs
 
 
 async def rows(pool: asyncpg.Pool, sql: str, *args: object) -> list[asyncpg.Record]:
