@@ -11,7 +11,7 @@ window is either a client's own or counts only what the service ACCEPTED:
   subscribed calendar clients), so one client hammering it fills only its own window;
 - per normalised intake email and, for the intake by event id, a safety ceiling per
   event (`EVENT_RATE_LIMIT_EVENT_INTAKE`): these count ACCEPTED registrations only.
-  `admit_*` tests the window's remaining count before the register verb (429 when the
+  `admit_intake` tests the windows' remaining count before the register verb (429 when the
   registration would go over it: refused before anything is written) and
   `count_accepted` hits it after the verb committed. Between the test and the hit
   several requests in flight may each pass the same test: the window then overshoots
@@ -152,16 +152,18 @@ class Throttle:
         await self.check_client(request, scope)
         await self._hit(self.per_capability, scope, "cap-ip", _digest(capability), ip)
 
-    async def admit_emails(self, emails: Iterable[str]) -> None:
-        """429 when registering these attendees would take an email over its window (the
-        window counts accepted registrations: `count_accepted`)."""
+    async def admit_intake(
+        self, emails: Iterable[str], event_id: UUID | None, registrations: int
+    ) -> None:
+        """429 when these registrations would take an email over its window or, for an
+        intake by event id, the event's public intake over its safety ceiling (both count
+        accepted registrations: `count_accepted`)."""
         for key, n in sorted(Counter(_email_key(e) for e in emails).items()):
             await self._admit(self.per_email, n, "intake", "email", key)
-
-    async def admit_event_intake(self, event_id: UUID, registrations: int) -> None:
-        """429 when these registrations would take the event's public intake over its
-        safety ceiling (accepted registrations by event id, per window)."""
-        await self._admit(self.per_event_intake, registrations, "intake", "event", str(event_id))
+        if event_id is not None:
+            await self._admit(
+                self.per_event_intake, registrations, "intake", "event", str(event_id)
+            )
 
     async def count_accepted(
         self, emails: Iterable[str], event_id: UUID | None, registrations: int

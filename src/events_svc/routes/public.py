@@ -236,9 +236,7 @@ async def register_through_intake(
     by_id = event_key(key)
     emails = [a.email for a in attendees]
     if ctx.throttle is not None:
-        await ctx.throttle.admit_emails(emails)
-        if by_id is not None:
-            await ctx.throttle.admit_event_intake(by_id, len(emails))
+        await ctx.throttle.admit_intake(emails, by_id, len(emails))
     try:
         result, token = await verbs.register_intake(
             ctx.db(), ctx.codec, key, attendees, ctx.clock(), ticket_id=ticket_id, slot_id=slot_id

@@ -73,9 +73,7 @@ async def join_through_intake(
     the verb and counting only an accepted join. Answers the entry and its link's token."""
     by_id = event_key(key)
     if ctx.throttle is not None:
-        await ctx.throttle.admit_emails([body.email])
-        if by_id is not None:
-            await ctx.throttle.admit_event_intake(by_id, 1)
+        await ctx.throttle.admit_intake([body.email], by_id, 1)  # a join counts as one
     entry, token = await verbs.join(ctx.db(), ctx.codec, key, body.model_dump(), ctx.clock())
     if ctx.throttle is not None:
         await ctx.throttle.count_accepted([body.email], by_id, 1)
