@@ -684,6 +684,7 @@ async def test_a_kept_page_follows_the_seats_and_carries_fresh_tokens(
     assert first.json_ld()["offers"][0]["availability"] == "https://schema.org/InStock"
     tokens = {p.form("/register")[1]["form_token"] for p in (first, again)}
     calendars = {link for p in (first, again) for link in p.reader.links if "/ics/" in link}
+    assert calendars  # a public event: the page links its calendar
     codec = CapabilityCodec((SECRET,))
     assert all(codec.open(FORM, t, datetime.now(UTC)) for t in tokens)
     seats = {"event_id": event["id"], "name": "Ada"}
