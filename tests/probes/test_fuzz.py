@@ -39,7 +39,7 @@ from events_svc.settings import Settings
 from events_svc.verbs.tokens import create_token
 from tests.probes.helpers import API, Directory, event_body
 
-EXAMPLES = int(os.environ.get("EVENTS_FUZZ_EXAMPLES", "15"))
+EXAMPLES = int(os.environ.get("EVENTS_FUZZ_EXAMPLES", "10"))
 SECRET = "fuzz-secret-0123456789abcdef"
 CHECKS = [not_a_server_error, response_schema_conformance, content_type_conformance]
 MODES = [GenerationMode.POSITIVE, GenerationMode.NEGATIVE]
