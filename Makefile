@@ -27,11 +27,12 @@ test: $(STAMP)  ## the whole suite against a real PostgreSQL (and a real Redis, 
 	scripts/ensure-debian-packages libreoffice-calc-nogui=soffice chromium=chromium poppler-utils=pdftoppm pgbouncer=pgbouncer  # the export probe's spreadsheet engine; the console's browser; the PDF probes' rasteriser; the transaction-pooling probes' PgBouncer
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
-lint: $(STAMP)  ## format check, lint, import contracts and the faces' rules, strict typing
-	$(BIN)/ruff format --check src tests bench scripts/check-faces
-	$(BIN)/ruff check src tests bench scripts/check-faces
+lint: $(STAMP)  ## format check, lint, import contracts, the faces' and the outbound edge's rules, strict typing
+	$(BIN)/ruff format --check src tests bench scripts/check-faces scripts/check-outbound
+	$(BIN)/ruff check src tests bench scripts/check-faces scripts/check-outbound
 	$(BIN)/lint-imports
 	$(BIN)/python scripts/check-faces
+	$(BIN)/python scripts/check-outbound
 	$(BIN)/mypy
 
 clean:

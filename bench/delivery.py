@@ -9,7 +9,7 @@ alike for both sides).
 
 (p) the plain loop: `EVENTS_SMTP_CONCURRENCY` (4) aiosmtplib sessions, each opened once
 and reused, taking the same N messages in turn, each built by `build_message` and sent;
-no database. (d) the drainer (`events_svc.drainer.Drainer`, the default batch and lease,
+no database. (d) the drainer (`events_svc.loops.Drainer`, the default batch and lease,
 `smtp_rate` 0) drains the outbox by `drain()` until a drain claims nothing: claim, build,
 send over its own reused sessions (at most two per recipient domain), record. After each
 side the sink must have every Message-ID exactly once, and after the drain every row must
@@ -38,7 +38,7 @@ from bench.common import drop_database, free_port, fresh_database
 from events_svc.adapters.mime import build_message
 from events_svc.adapters.standalone import OutboxQueue, transports_from
 from events_svc.db import create_pool
-from events_svc.drainer import Drainer, DrainOptions, DrainSummary
+from events_svc.loops import Drainer, DrainOptions, DrainSummary
 from events_svc.ports import OutgoingMessage, QueuedMessage, RefusingTicketsPdf
 from events_svc.settings import Settings, SmtpRelay
 

@@ -103,6 +103,7 @@ async def leads_pass(url: str, n: int) -> str:
         took = time.perf_counter() - t0
         counts = await conn.fetchrow(COUNTS)
     finally:
+        await sink.close()
         await runner.cleanup()
         await pool.close()
         await conn.close()

@@ -46,7 +46,7 @@ from bench.common import (
 )
 from events_svc.adapters.standalone import standalone_ports
 from events_svc.db import create_pool
-from events_svc.scheduler import offer_options
+from events_svc.loops import offer_options
 from events_svc.settings import Settings
 from events_svc.verbs.waitlist import OfferSummary, run_offer_pass
 

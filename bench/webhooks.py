@@ -64,7 +64,7 @@ from events_svc.db import create_pool
 from events_svc.egress import EgressGuard
 from events_svc.settings import Settings
 from events_svc.verbs.tokens import create_token
-from events_svc.webhook_loop import PER_ENDPOINT
+from events_svc.verbs.webhooks import PER_ENDPOINT
 
 ENDPOINTS = 3
 WRITERS = 32

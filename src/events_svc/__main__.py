@@ -4,7 +4,8 @@ serve [--workers N]        start PostgreSQL (embedded unless EVENTS_DATABASE_URL
                            apply migrations, serve the API (and the scheduler loop)
 migrate                    apply pending migrations and exit
 token create|list|revoke   manage bearer API tokens
-scheduler run-once         one mail, lead and import pass now (--sweep: the done sweep too)
+scheduler run-once         every pass once, now, as the loop runs them (--sweep: the done
+                           sweep too); prints {passes, more} as JSON, exits 1 when one failed
 outbox drain --once        send what the outbox holds now (SMTP, sms gateway), then exit
 """
 
@@ -31,18 +32,12 @@ from events_svc import errors, migrate
 from events_svc.adapters.standalone import standalone_ports
 from events_svc.app import create_app
 from events_svc.db import connect_host_by_host, create_pool
-from events_svc.drainer import Drainer, DrainOptions
 from events_svc.embedded import EmbeddedError, EmbeddedPostgres, running_url
+from events_svc.loops import Drainer, DrainOptions, Entry, Services, compose_passes
 from events_svc.observability import JsonFormatter
-from events_svc.scheduler import pass_options
+from events_svc.ports import close_ports
 from events_svc.settings import Settings, SettingsError
 from events_svc.verbs import tokens
-from events_svc.verbs.attendance import ImportOptions, run_import_pass
-from events_svc.verbs.dispatch import run_dispatch_pass
-from events_svc.verbs.events import sweep_done_events
-from events_svc.verbs.leads import LeadOptions, run_lead_pass
-from events_svc.verbs.mail import run_mail_pass
-from events_svc.verbs.operations import OperationOptions, run_operation_pass
 
 log = logging.getLogger("events_svc.cli")
 
@@ -192,30 +187,27 @@ def cmd_token(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_scheduler(settings: Settings, args: argparse.Namespace) -> int:
-    """`scheduler run-once`: one mail pass, one lead pass, one attendance import pass, one
-    event operations pass and, when `EVENT_TRIGGER_DISPATCH` is on, one dispatcher pass
-    now (and the done sweep with --sweep)."""
+    """`scheduler run-once`: every pass of the one composition once, now, as the loop and
+    `POST /admin/schedulers/run` run them (the done sweep only with --sweep); prints
+    `{passes, more}` as one JSON object on stdout (logs go to stderr) and exits 1 when a
+    pass failed."""
 
     async def once(pool: Any) -> dict[str, Any]:
-        ports = standalone_ports(settings=settings)
-        now = _now()
-        summary = await run_mail_pass(pool, ports, pass_options(settings), now)
-        result = summary.as_dict()
-        leads = await run_lead_pass(pool, ports.lead_sink, LeadOptions.from_settings(settings), now)
-        result["leads"] = leads.as_dict()
-        options = ImportOptions.from_settings(settings)
-        result["imports"] = (await run_import_pass(pool, options, now)).as_dict()
-        operations = OperationOptions.from_settings(settings)
-        result["operations"] = (await run_operation_pass(pool, operations, now)).as_dict()
-        if settings.trigger_dispatch:
-            dispatched = await run_dispatch_pass(pool, ports, pass_options(settings), now)
-            result["dispatch"] = dispatched.as_dict()
-        if args.sweep:
-            result["events_marked_done"] = await sweep_done_events(pool, now)
-        return result
+        ports = standalone_ports(settings=settings, database=lambda: pool)
+        passes = compose_passes(Services(lambda: pool, ports, settings, _now))
+        try:
+            reports = await passes.run(Entry("cli", sweep=args.sweep))
+        finally:
+            await passes.close()
+            await close_ports(ports)
+        return {
+            "passes": [r.view() for r in reports],
+            "more": any(r.more for r in reports),
+        }
 
-    print(json.dumps(_with_pool(settings, once), sort_keys=True))
-    return 0
+    result = _with_pool(settings, once)
+    print(json.dumps(result, sort_keys=True))
+    return 1 if any(p["status"] == "failed" for p in result["passes"]) else 0
 
 
 def delivery_notice(settings: Settings) -> list[str]:

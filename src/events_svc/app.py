@@ -26,17 +26,16 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from events_svc import db, errors, migrate
 from events_svc.adapters.standalone import standalone_ports
-from events_svc.adapters.webhook_sender import WebhookSender
 from events_svc.bodylimit import BodyLimit
 from events_svc.capabilities import CapabilityCodec
 from events_svc.console import PREFIX as CONSOLE_PREFIX
 from events_svc.console import console_app
-from events_svc.drainer import WAKE_CHANNEL, DeliveryLoop, Drainer, DrainOptions
 from events_svc.egress import EgressGuard
 from events_svc.links import BASE_PATH
+from events_svc.loops import Loop
 from events_svc.models import ADMIN_ERRORS, PUBLIC_ERRORS, error_responses
 from events_svc.observability import CrashGuard, JsonFormatter, PoolCollector, RequestObserver
-from events_svc.ports import Ports
+from events_svc.ports import Ports, close_ports
 from events_svc.routes import (
     attendance,
     badges,
@@ -61,12 +60,9 @@ from events_svc.routes.deps import (
     ServiceContext,
     utc_now,
 )
-from events_svc.scheduler import SchedulerLoop
 from events_svc.settings import Settings
 from events_svc.throttle import Throttle
 from events_svc.verbs.registrations import COMBINER
-from events_svc.webhook_loop import WAKE_CHANNEL as WEBHOOK_CHANNEL
-from events_svc.webhook_loop import WebhookLoop, WebhookOptions
 
 log = logging.getLogger("events_svc")
 
@@ -209,8 +205,10 @@ def install_error_handlers(app: FastAPI) -> None:
 
 
 @asynccontextmanager
-async def service_lifespan(ctx: ServiceContext) -> AsyncIterator[None]:
-    """Open the pool (unless the host handed one in) and close it on the way out."""
+async def service_lifespan(ctx: ServiceContext, *, owns_ports: bool = False) -> AsyncIterator[None]:
+    """Open the pool (unless the host handed one in), start the one loop (every pass in
+    its lane), and on the way out stop it (each lane's run in hand commits), close the
+    passes and the ports this app made, then the pool."""
     owned = ctx.pool is None
     if owned:
         if not ctx.settings.database_url:
@@ -220,46 +218,20 @@ async def service_lifespan(ctx: ServiceContext) -> AsyncIterator[None]:
         log.warning(
             "EVENT_CAPABILITY_SECRET is not set: capability links cannot be minted or opened"
         )
-    loop = delivery = hooks = None
+    loop = None
     if ctx.settings.scheduler_enabled:
-        if ctx.ports.transports:  # the outbox drainer, woken through the scheduler's LISTEN
-            drainer = Drainer(
-                ctx.db,
-                ctx.ports.transports,
-                DrainOptions.from_settings(ctx.settings),
-                ctx.clock,
-                ctx.metrics,
-            )
-            delivery = DeliveryLoop(drainer)
-            ctx.delivery = delivery
-            delivery.start()
-        hooks = WebhookLoop(
-            ctx.db,
-            WebhookSender(ctx.egress),
-            WebhookOptions.from_settings(ctx.settings),
-            ctx.clock,
-            ctx.metrics,
-            ctx.metrics.load,
-        )
-        ctx.webhooks = hooks
-        hooks.start()
-        wakes = {WEBHOOK_CHANNEL: hooks.notify}
-        if delivery is not None:
-            wakes[WAKE_CHANNEL] = delivery.notify
-        loop = SchedulerLoop(
-            ctx.db, ctx.ports, ctx.settings, ctx.clock, metrics=ctx.metrics, also_listen=wakes
-        )
-        ctx.scheduler = loop
+        passes = ctx.composition()
+        loop = Loop(passes.lanes, ctx.db, ctx.settings, ctx.clock, ctx.metrics)
+        ctx.loop = loop
         loop.start()
     try:
         yield
     finally:
         if loop is not None:
-            await loop.stop()  # the batch in hand commits first
-        if delivery is not None:
-            await delivery.stop()  # the batch in hand is recorded first
-        if hooks is not None:
-            await hooks.stop()  # the attempts in flight are recorded first
+            await loop.stop()  # each lane's run in hand commits (or is recorded) first
+        await ctx.close_composition()  # the attempts in flight are recorded first
+        if owns_ports:
+            await close_ports(ctx.ports)
         if owned and ctx.pool is not None:
             await ctx.pool.close()
             ctx.pool = None
@@ -294,7 +266,7 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(application: FastAPI) -> AsyncIterator[None]:
-        async with service_lifespan(ctx):
+        async with service_lifespan(ctx, owns_ports=ports is None):
             await warm_routes(application)
             freeze_long_lived()
             yield

@@ -1,6 +1,5 @@
-"""What a log line may say about an exception, for every layer (verbs, the scheduler,
-the HTTP middleware), and the back-off of the loops that log failures: no web framework
-here, so verbs may use it too."""
+"""What a log line may say about an exception, for every layer (verbs, the loop, the HTTP
+middleware): no web framework here, so verbs may use it too."""
 
 from __future__ import annotations
 
@@ -30,8 +29,3 @@ def error_fields(exc: BaseException) -> dict[str, Any]:
     frames = traceback.extract_tb(exc.__traceback__)
     fields["trace"] = [f"{f.filename}:{f.lineno} in {f.name}" for f in frames[-12:]]
     return fields
-
-
-def doubling(first: float, ceiling: float, streak: int) -> float:
-    """first, 2*first, 4*first, ... for a streak of 1, 2, 3, ..., never above ceiling."""
-    return float(min(first * (1 << min(max(streak - 1, 0), 30)), ceiling))

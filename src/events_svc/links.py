@@ -13,7 +13,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from uuid import UUID
 
-from events_svc.capabilities import ICS, MY_TICKETS, WAITLIST, CapabilityCodec
+from events_svc import capabilities
+from events_svc.capabilities import CapabilityCodec
 
 BASE_PATH = "/api/v1/event"
 ICS_PATH = "/public/ics"
@@ -39,11 +40,8 @@ class AttendeeLinks:
         if self.unavailable:
             return dict.fromkeys(NAMES, "")
         expires = now + timedelta(seconds=self.ics_ttl_s)
-        scope = {"e": str(event_id), "s": str(slot_id) if slot_id else None}
-        ics = self.codec.mint(ICS, scope, expires)
-        tickets = self.codec.mint(
-            MY_TICKETS, {"e": str(event_id), "r": [str(registration_id)]}, None
-        )
+        ics = capabilities.mint_ics(self.codec, event_id, slot_id, expires)
+        tickets = capabilities.mint_tickets(self.codec, event_id, [registration_id])
         root = f"{self.base}{BASE_PATH}"
         return {
             "ics": f"{root}{ICS_PATH}/{ics}",
@@ -61,4 +59,4 @@ class AttendeeLinks:
 
 def waitlist_token(codec: CapabilityCodec, entry_id: UUID, event_id: UUID) -> str:
     """The one capability of a waiting-list entry: its status, offer, accept and decline."""
-    return codec.mint(WAITLIST, {"w": str(entry_id), "e": str(event_id)}, None)
+    return capabilities.mint_waitlist(codec, entry_id, event_id)

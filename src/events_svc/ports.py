@@ -325,6 +325,30 @@ class DeliveryErrorKind(StrEnum):
 
 
 @dataclass(frozen=True)
+class HttpAnswer:
+    """What one outgoing HTTP attempt got (`adapters.http`): the status (None: no answer),
+    how long it took, why it failed without a status (`timeout`, `connection`,
+    `address_not_allowed`), and the body (bounded) when the caller kept it."""
+
+    status: int | None
+    duration_ms: int
+    error: str | None = None
+    body: bytes = field(default=b"", repr=False)
+
+    @property
+    def ok(self) -> bool:
+        return self.status is not None and 200 <= self.status < 300
+
+
+@runtime_checkable
+class Closable(Protocol):
+    """A port adapter holding connections (the lead sink's client): closed with the
+    passes that use it."""
+
+    async def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
 class DeliveryFailure:
     """One failed attempt. `detail` never holds an address or a body. `relay_down` says
     the relay itself failed (the connection, TLS, AUTH, a dropped or stalled session), not
@@ -404,3 +428,12 @@ class Ports:
     lead_sink: LeadSink = field(default_factory=RefusingLeadSink)
     sms_queue: SmsQueue = field(default_factory=RefusingSmsQueue)
     transports: tuple[Transport, ...] = ()
+
+
+async def close_ports(ports: Ports) -> None:
+    """Close what the ports hold open (the outbox's relay sessions and clients, a lead
+    sink's client): called once by whoever made them, after the passes stopped."""
+    for transport in ports.transports:
+        await transport.close()
+    if isinstance(ports.lead_sink, Closable):
+        await ports.lead_sink.close()

@@ -133,6 +133,23 @@ def _webhook(env: Mapping[str, str], url_name: str, secret_name: str) -> tuple[s
     return url, secret
 
 
+def _proxy(env: Mapping[str, str], name: str) -> str:
+    """A proxy URL for the operator's own partners (`http://` or `https://`), or empty:
+    direct. It may carry credentials: an error names the variable, never the
+    value."""
+    value = env.get(name, "").strip()
+    if not value:
+        return ""
+    try:
+        url = urlsplit(value)
+        url.port  # noqa: B018 - a port that is not a number raises here
+    except ValueError:
+        raise SettingsError(f"{name} must be a proxy URL like http://proxy.internal:3128") from None
+    if url.scheme not in {"http", "https"} or not url.hostname:
+        raise SettingsError(f"{name} must be a proxy URL like http://proxy.internal:3128")
+    return value
+
+
 def _storage(env: Mapping[str, str], name: str) -> str:
     value = env.get(name, "").strip() or "memory://"
     if not value.startswith(("memory://", "redis://", "rediss://")):
@@ -294,6 +311,10 @@ class Settings:
     smtp_timeout_s: int = 30
     sms_gateway_url: str = ""
     sms_gateway_secret: str = field(default="", repr=False)
+    sms_gateway_timeout_s: int = 10  # a whole call: connect, send and answer
+    sms_gateway_concurrency: int = 4  # calls at once per process
+    # the operator's own partners (sms gateway, lead sink) through this proxy; never webhooks
+    outbound_proxy: str = field(default="", repr=False)
     delivery_batch: int = 100
     delivery_lease_s: int = 300
     webhook_allow_private: bool = False
@@ -406,6 +427,9 @@ class Settings:
             smtp_timeout_s=_int(e, "EVENTS_SMTP_TIMEOUT_S", 30),
             sms_gateway_url=gateway_url,
             sms_gateway_secret=gateway_secret,
+            sms_gateway_timeout_s=_int(e, "EVENTS_SMS_GATEWAY_TIMEOUT_S", 10),
+            sms_gateway_concurrency=_int(e, "EVENTS_SMS_GATEWAY_CONCURRENCY", 4),
+            outbound_proxy=_proxy(e, "EVENTS_OUTBOUND_PROXY"),
             delivery_batch=_int(e, "EVENTS_DELIVERY_BATCH", 100),
             delivery_lease_s=_int(e, "EVENTS_DELIVERY_LEASE_S", 300),
             webhook_allow_private=_bool(e, "EVENTS_WEBHOOK_ALLOW_PRIVATE", False),

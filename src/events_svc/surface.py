@@ -4,7 +4,8 @@ Seven members, each the same verb the routes call: `seat_availability` (the one
 seat read model), `publication_state`, `registration_state` (the state/sale_status
 pair), `register_intake` (the guarded intake: the one register verb behind the
 intake's rules), `mint_capability` (calendar, tickets and private registration links),
-`run_due_schedulers` (one scheduler pass now) and `on_template_deleted` (the template
+`run_due_schedulers` (every pass of the one composition once, now, as the loop and the
+run route run them) and `on_template_deleted` (the template
 cascade, for a host whose template store deleted a template). No SQL lives here; nothing here is a
 second seat counter or a second source of truth.
 """
@@ -20,15 +21,15 @@ from events_svc.actors import SYSTEM, Actor
 from events_svc.adapters.standalone import standalone_ports
 from events_svc.capabilities import CapabilityCodec
 from events_svc.db import Pool, transaction
+from events_svc.loops import Entry, Services, compose_passes, run_view
 from events_svc.models import AttendeeInput, IcsMint, IntakeBody, IntakeMint, MyTicketsMint
 from events_svc.models.base import Channel
 from events_svc.ports import Ports
-from events_svc.scheduler import pass_options
 from events_svc.settings import Settings
 from events_svc.verbs import public
 from events_svc.verbs.events import get_publication_state
 from events_svc.verbs.fence import get_event_row
-from events_svc.verbs.mail import RunSummary, on_template_deleted, run_mail_pass
+from events_svc.verbs.mail import on_template_deleted
 from events_svc.verbs.registrations import get_registration_state, get_seat_view
 
 Purpose = Literal["ics", "my_tickets", "intake"]
@@ -132,6 +133,15 @@ class EventSurface:
         templates."""
         return await on_template_deleted(self.pool, self.actor, kind, template_ref)
 
-    async def run_due_schedulers(self) -> RunSummary:
-        """One scheduler pass now (what `POST /admin/schedulers/run` and the loop run)."""
-        return await run_mail_pass(self.pool, self.ports, pass_options(self.settings), self.clock())
+    async def run_due_schedulers(self) -> dict[str, Any]:
+        """Every pass once, now, through the one composition (what the loop, `POST
+        /admin/schedulers/run` and `events-svc scheduler run-once` run): the run summary
+        of before, `passes` (each in its order: ran, skipped with why, failed with the
+        error's class) and `more`. What the passes hold (the webhooks' client) is closed
+        before it returns; the ports are the surface's, left open."""
+        passes = compose_passes(Services(lambda: self.pool, self.ports, self.settings, self.clock))
+        try:
+            reports = await passes.run(Entry("surface"))
+        finally:
+            await passes.close()
+        return run_view(reports)

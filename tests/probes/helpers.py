@@ -5,6 +5,7 @@ Fixtures live in conftest.py; a helper used by one probe module stays in that mo
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import socket
@@ -12,7 +13,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,7 +25,10 @@ import httpx
 
 from events_svc import migrate
 from events_svc.adapters.standalone import OutboxQueue, StoreRenderer
+from events_svc.loops import Composition, Entry, Loop, Services, compose_passes
 from events_svc.ports import PartnerContact, Ports
+from events_svc.settings import Settings
+from events_svc.verbs.mail import PassOptions, run_mail_pass
 from events_svc.verbs.tokens import create_token
 
 API = "/api/v1/event"
@@ -244,12 +248,47 @@ async def run(
     **kw: Any,
 ) -> Any:
     """One mail pass at `now` (standalone ports unless `p`); its RunSummary."""
-    # imported here: the mail scheduler's modules are moving into a package
-    from events_svc.verbs.mail.pass_ import run_mail_pass
-    from events_svc.verbs.mail.send import PassOptions
-
     options = PassOptions(batch=batch, cap=cap, default_sender="events@example.org")
     return await run_mail_pass(api.pool, p or ports(api.pool), options, now, **kw)
+
+
+def composition(
+    pool: asyncpg.Pool,
+    settings: Settings,
+    p: Ports | None = None,
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+) -> Composition:
+    """The one composition of the passes over `pool` (standalone ports unless `p`)."""
+    return compose_passes(Services(lambda: pool, p or ports(pool), settings, clock))
+
+
+def hand_loop(
+    pool: asyncpg.Pool,
+    settings: Settings,
+    p: Ports | None = None,
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+) -> Loop:
+    """A loop over the composition, not started: a probe turns its lanes by hand
+    (`loop.lanes[name].tick()`)."""
+    passes = composition(pool, settings, p, clock)
+    return Loop(passes.lanes, lambda: pool, settings, clock)
+
+
+async def run_all(
+    pool: asyncpg.Pool,
+    settings: Settings,
+    p: Ports | None = None,
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    *,
+    sweep: bool = False,
+) -> dict[str, dict[str, Any]]:
+    """Every pass once, as `scheduler run-once` runs them: each pass's view by name."""
+    passes = composition(pool, settings, p, clock)
+    try:
+        reports = await passes.run(Entry("cli", sweep=sweep))
+    finally:
+        await passes.close()
+    return {r.name: r.view() for r in reports}
 
 
 async def template(admin: httpx.AsyncClient, body: str = "Hello {{ registration.name }}") -> str:
@@ -310,6 +349,59 @@ async def exactly_once(api: Api, n: int) -> None:
 
 # a reschedule of event_body's event one month later
 MOVED = {"date_begin": "2027-06-10T09:00:00+00:00", "date_end": "2027-06-12T18:00:00+00:00"}
+
+
+# --- waiting on state, never on time ---------------------------------------------------
+
+_LISTENING = """
+SELECT count(DISTINCT pid) FROM pg_stat_activity
+WHERE datname = current_database() AND query LIKE 'LISTEN %'
+"""
+_LOCK_WAITERS = """
+SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+WHERE NOT l.granted AND a.datname = current_database()
+"""
+
+
+async def until_true(check: Callable[[], Any], within: float = 10.0) -> Any:
+    """Poll `check` (plain or a coroutine function) until it answers something truthy;
+    its answer. Fails after `within` seconds."""
+    deadline = time.monotonic() + within
+    while True:
+        found = check()
+        if asyncio.iscoroutine(found):
+            found = await found
+        if found:
+            return found
+        assert time.monotonic() < deadline, f"not within {within} s"
+        await asyncio.sleep(0.02)
+
+
+async def until_listening(pool: asyncpg.Pool, n: int = 1, within: float = 30.0) -> None:
+    """Until `n` loops LISTEN on this database (their LISTEN connections are open)."""
+    await until_true(lambda: _at_least(pool, _LISTENING, n), within)
+
+
+async def until_lock_waiters(pool: asyncpg.Pool, n: int, within: float = 10.0) -> None:
+    """Until `n` lock requests wait (ungranted in `pg_locks`) in this database."""
+    await until_true(lambda: _at_least(pool, _LOCK_WAITERS, n), within)
+
+
+async def _at_least(pool: asyncpg.Pool, sql: str, n: int) -> bool:
+    async with pool.acquire() as conn:
+        return int(await conn.fetchval(sql)) >= n
+
+
+async def heard_nothing_more(
+    conn: asyncpg.Connection, heard: asyncio.Queue[str], channel: str
+) -> bool:
+    """Whether nothing but a marker reached `heard` (a queue `conn` LISTENs into on
+    `channel`): the marker is NOTIFYed now, and notices arrive in commit order, so a
+    notice of anything committed before comes first."""
+    marker = f"marker-{uuid.uuid4().hex}"
+    await conn.execute("SELECT pg_notify($1, $2)", channel, marker)
+    first = await asyncio.wait_for(heard.get(), 5)
+    return first == marker
 
 
 def operation_params(kind: str) -> dict[str, Any]:

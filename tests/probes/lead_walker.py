@@ -16,7 +16,11 @@ from events_svc.verbs.leads import LeadOptions, run_lead_pass
 
 async def main(url: str, hook: str, secret: str) -> None:
     pool = await create_pool(url, Settings(database_url=url, pool_min=1, pool_max=2))
-    await run_lead_pass(pool, WebhookLeadSink(hook, secret), LeadOptions(), datetime.now(UTC))
+    sink = WebhookLeadSink(hook, secret)
+    try:
+        await run_lead_pass(pool, sink, LeadOptions(), datetime.now(UTC))
+    finally:
+        await sink.close()
 
 
 if __name__ == "__main__":

@@ -19,15 +19,16 @@ import pytest
 
 from events_svc.adapters.standalone import standalone_ports
 from events_svc.db import create_pool
-from events_svc.scheduler import SchedulerLoop
 from events_svc.settings import Settings
 from events_svc.verbs.attendance import ImportOptions, run_import_pass
 from tests.probes.helpers import (
     API,
     Api,
     free_port,
+    hand_loop,
     insert_registration,
     make_event,
+    run_all,
     start_serve,
     wait_ready,
 )
@@ -526,9 +527,8 @@ async def test_batches_show_progress_and_the_loop_finishes_the_job(api: Api, adm
     )
     assert done == 15
     # the scheduler loop's pass takes the rest (EVENTS_IMPORT_BATCH rows a batch)
-    loop = SchedulerLoop(lambda: api.pool, standalone_ports(), settings, lambda: now)
-    summary = await loop.run_once()
-    assert summary.advanced >= 1
+    ran = await run_all(api.pool, settings, standalone_ports(), lambda: now)
+    assert ran["imports"]["status"] == "ran" and ran["imports"]["counts"]["batches"] >= 1
     view = (await admin.get(path)).json()
     assert (view["state"], view["processed"], view["marked"]) == ("completed", 23, 23)
     verbs = await fetch(
@@ -619,8 +619,8 @@ async def test_a_failing_batch_backs_its_job_off_then_fails_and_resume_revives_i
                 retry = datetime.fromisoformat(view["next_attempt_at"])
                 waits.append((retry - at).total_seconds())
                 if attempt == 1:  # the loop sleeps until the retry time, not less
-                    loop = SchedulerLoop(lambda: pool, standalone_ports(), quick, lambda t=at: t)
-                    assert await loop.tick() == 5.0
+                    loop = hand_loop(pool, quick, standalone_ports(), lambda t=at: t)
+                    assert await loop.lanes["imports"].tick() == (0.0, 5.0)
                 # backing off: a pass before the retry time leaves the job alone
                 assert (
                     await run_import_pass(pool, ImportOptions(), retry - timedelta(seconds=1))

@@ -29,12 +29,11 @@ import pytest
 import vobject
 
 from events_svc.app import create_app
+from events_svc.documents import build_calendar
 from events_svc.ports import MailErrorKind, MailRefused, OutgoingMessage, Ports
-from events_svc.scheduler import SchedulerLoop
 from events_svc.settings import Settings, SettingsError
 from events_svc.verbs.dispatch import message, run_dispatch_pass
 from events_svc.verbs.mail import PassOptions
-from events_svc.verbs.public import build_calendar
 from tests.probes.helpers import (
     API,
     BASE,
@@ -43,9 +42,12 @@ from tests.probes.helpers import (
     free_port,
     make_event,
     ports,
+    run_all,
     seed,
     start_serve,
     template,
+    until_listening,
+    until_true,
     wait_ready,
 )
 
@@ -497,12 +499,17 @@ async def test_nothing_is_dispatched_unless_enabled(api: Api, admin, settings: S
     await attendee(admin, ev["id"], 1)
     await mapped(admin, "event_rescheduled")
     await operate(admin, ev["id"], "reschedule", RESCHEDULE)
-    off = SchedulerLoop(lambda: api.pool, ports(api.pool), settings, lambda: datetime.now(UTC))
-    await off.run_once()
+    off = await run_all(api.pool, settings)
+    assert off["dispatch"] == {
+        "name": "dispatch",
+        "status": "skipped",
+        "counts": {},
+        "detail": "disabled",
+    }
     assert await outbox(admin, ev["id"]) == [] and await receipts(api) == {}
     on = dataclasses.replace(settings, trigger_dispatch=True)
-    loop = SchedulerLoop(lambda: api.pool, ports(api.pool), on, lambda: datetime.now(UTC))
-    assert (await loop.run_once()).sent == 1
+    ran = await run_all(api.pool, on)
+    assert ran["dispatch"]["status"] == "ran" and ran["dispatch"]["counts"]["sent"] == 1
     assert len(await outbox(admin, ev["id"])) == 1
 
 
@@ -657,14 +664,15 @@ async def test_run_once_runs_the_operations_and_the_dispatcher_when_it_is_on(
             timeout=60,
             check=True,
         )
-        return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+        return {p["name"]: p for p in json.loads(out.stdout)["passes"]}
 
     off = run_once()
-    assert off["operations"]["triggers"] == 3 and off["operations"]["completed"] == 1
-    assert "dispatch" not in off
+    assert off["operations"]["counts"]["triggers"] == 3
+    assert off["operations"]["counts"]["completed"] == 1
+    assert (off["dispatch"]["status"], off["dispatch"]["detail"]) == ("skipped", "disabled")
     assert await outbox(admin, ev["id"]) == []
     on = run_once(EVENT_TRIGGER_DISPATCH="true")
-    assert on["dispatch"]["sent"] == 3
+    assert on["dispatch"]["counts"]["sent"] == 3
     assert len(await outbox(admin, ev["id"])) == 3
 
 
@@ -687,7 +695,9 @@ async def test_any_writer_of_triggers_wakes_the_dispatching_loop(
         ev = await make_event(admin)
         registration = await attendee(admin, ev["id"], 1)
         await mapped(admin, "event_reminder", "See you, {{ registration.name }}")
-        await asyncio.sleep(1.0)  # the loop's passes are done: it sleeps (floor: 20 min)
+        lane = app.state.events.loop.lanes["dispatch"]
+        await until_true(lambda: lane.runs >= 1)  # its pass ran: it sleeps (floor: 20 min)
+        await until_listening(pool)
         async with pool.acquire() as conn, conn.transaction():
             op = await conn.fetchval(
                 """INSERT INTO event.event_operations (event_id, kind, state, params, revision,

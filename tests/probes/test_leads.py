@@ -27,10 +27,9 @@ from aiohttp import web
 from events_svc import create_app
 from events_svc.adapters.lead_webhook import WebhookLeadSink
 from events_svc.ports import Ports
-from events_svc.scheduler import SchedulerLoop
 from events_svc.settings import Settings
 from events_svc.verbs.leads import LeadOptions, run_lead_pass
-from tests.probes.helpers import BASE, Api, free_port, make_event
+from tests.probes.helpers import BASE, Api, free_port, hand_loop, make_event
 
 SECRET = "lead-webhook-secret-0123456789"
 RULES = "/admin/lead-rules"
@@ -326,11 +325,13 @@ async def test_a_walker_killed_mid_pass_never_creates_a_group_twice(crm, hook, p
     leased = await requests(crm, ev["id"])
     assert leased["done"] is False and leased["claimed_at"] is not None
     sink = WebhookLeadSink(hook.url, SECRET)
-
-    early = await run_lead_pass(pool, sink, LeadOptions(), datetime.now(UTC))
-    assert early.requests == 0  # the dead walker's lease still holds
-    after_lease = datetime.now(UTC) + timedelta(seconds=901)
-    summary = await run_lead_pass(pool, sink, LeadOptions(), after_lease)
+    try:
+        early = await run_lead_pass(pool, sink, LeadOptions(), datetime.now(UTC))
+        assert early.requests == 0  # the dead walker's lease still holds
+        after_lease = datetime.now(UTC) + timedelta(seconds=901)
+        summary = await run_lead_pass(pool, sink, LeadOptions(), after_lease)
+    finally:
+        await sink.close()
 
     assert summary.finished == 1 and summary.groups_created == 3
     keys: dict[str, set[str]] = {}
@@ -441,16 +442,12 @@ async def test_the_loop_runs_the_lead_pass_and_a_parked_request_never_makes_it_s
     await rule(admin, {"axis": "event", "value_ids": [ev["id"]]})
     await register(admin, ev["id"], 1)
     far = (datetime.now(UTC) + timedelta(hours=12)).strftime("%H:%M")  # no sweep due soon
-    loop = SchedulerLoop(
-        lambda: pool,
-        Ports(),
-        dataclasses.replace(settings, done_sweep_at=far),
-        lambda: datetime.now(UTC),
-    )
-    delay = await loop.tick()  # the refusing sink parks the request: it backs off a minute
+    loop = hand_loop(pool, dataclasses.replace(settings, done_sweep_at=far), Ports())
+    leads = loop.lanes["leads"]
+    _, delay = await leads.tick()  # the refusing sink parks the request: it backs off a minute
     assert 50 < delay <= 60
     assert (await requests(admin, ev["id"]))["error_detail"] == "lead_sink_not_composed"
-    assert 50 < await loop.tick() <= 60  # still parked: nothing claimed, no spin
+    assert 50 < (await leads.tick())[1] <= 60  # still parked: nothing claimed, no spin
     assert (await requests(admin, ev["id"]))["attempts"] == 1
 
 

@@ -20,10 +20,11 @@ import httpx
 
 from events_svc import create_app
 from events_svc.adapters.standalone import OutboxQueue, StoreRenderer
+from events_svc.backoff import PASS_BLOCKED
 from events_svc.db import create_pool
+from events_svc.loops import PASSES, Loop, Services, compose_passes
 from events_svc.observability import Metrics
 from events_svc.ports import Ports
-from events_svc.scheduler import SchedulerLoop
 from events_svc.settings import Settings
 from events_svc.verbs.events import sweep_done_events
 from tests.probes.helpers import (
@@ -31,9 +32,11 @@ from tests.probes.helpers import (
     BEGIN,
     Api,
     add_slot,
+    composition,
     event_body,
     exactly_once,
     free_port,
+    hand_loop,
     outbox,
     ports,
     run,
@@ -71,8 +74,8 @@ async def test_the_lifespan_loop_wakes_on_notify(settings: Settings, api: Api, a
     looping = dataclasses.replace(settings, scheduler_enabled=True, scheduler_floor_s=3600)
     app = create_app(looping)
     async with app.router.lifespan_context(app):
-        loop = app.state.events.scheduler
-        await asyncio.wait_for(_until(lambda: loop.passes >= 1), 10)
+        loop = app.state.events.loop
+        await asyncio.wait_for(_until(lambda: loop.lanes["mail"].runs >= 1), 10)
         transport = httpx.ASGITransport(app=app)
         headers = await api.token("*")
         async with httpx.AsyncClient(transport=transport, base_url=BASE, headers=headers) as c:
@@ -97,8 +100,9 @@ async def test_a_lost_listen_connection_is_opened_again_and_wakes_the_loop(
     looping = dataclasses.replace(settings, scheduler_enabled=True, scheduler_floor_s=3600)
     app = create_app(looping)
     async with app.router.lifespan_context(app):
-        loop = app.state.events.scheduler
-        await asyncio.wait_for(_until(lambda: loop.passes >= 1), 10)
+        loop = app.state.events.loop
+        await asyncio.wait_for(_until(lambda: loop.lanes["mail"].runs >= 1), 10)
+        await asyncio.wait_for(loop.listener.listening.wait(), 10)
         async with api.pool.acquire() as conn:  # its server ends the session (a failover)
             ended = await conn.fetchval(
                 "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
@@ -264,9 +268,14 @@ async def test_scheduler_run_once_cli(db_url: str, api: Api, admin: httpx.AsyncC
         timeout=60,
         check=True,
     )
-    result = json.loads(out.stdout.strip().splitlines()[-1])
-    assert result["sent"] == 3 and result["events_marked_done"] == 0
-    assert result["leads"]["requests"] == 0  # no lead rule: no lead request
+    result = json.loads(out.stdout)  # one JSON object: the logs went to stderr
+    assert set(result) == {"passes", "more"} and result["more"] is False
+    passes = {p["name"]: p for p in result["passes"]}
+    assert list(passes) == list(PASSES)
+    assert passes["mail"]["status"] == "ran" and passes["mail"]["counts"]["sent"] == 3
+    assert passes["sweep"]["counts"] == {"events_marked_done": 0}  # --sweep: it ran
+    assert passes["leads"]["counts"]["requests"] == 0  # no lead rule: no lead request
+    assert passes["dispatch"]["detail"] == "disabled"  # EVENT_TRIGGER_DISPATCH is off
     async with api.pool.acquire() as conn:
         assert await conn.fetchval("SELECT count(*) FROM event.outbox_messages") == 3
 
@@ -316,12 +325,12 @@ async def test_a_crashing_renderer_fails_its_line_and_the_loop_retries_after_the
     flaky = Ports(template_renderer=FlakyRenderer(), mail_queue=OutboxQueue())
     quick = dataclasses.replace(settings, scheduler_floor_s=1)
     offset = timedelta(0)
-    loop = SchedulerLoop(
-        lambda: api.pool, flaky, quick, lambda: datetime.now(UTC) + offset, metrics=metrics
-    )
+    passes = composition(api.pool, quick, flaky, lambda: datetime.now(UTC) + offset)
+    loop = Loop(passes.lanes, lambda: api.pool, quick, passes.services.clock, metrics)
+    passes.services.metrics = metrics
     loop.start()
     try:
-        while not loop.passes:
+        while not loop.lanes["mail"].runs:
             await asyncio.sleep(0.01)
         assert await outbox(api) == [] and loop.failures == 0  # the line failed, not the pass
         offset = timedelta(minutes=1, seconds=1)  # the back-off is over
@@ -335,7 +344,7 @@ async def test_a_crashing_renderer_fails_its_line_and_the_loop_retries_after_the
 async def test_a_crashing_pass_is_counted_and_retried_and_the_loop_survives(
     settings, api, admin, caplog
 ):
-    caplog.set_level(logging.INFO, logger="events_svc.scheduler")
+    caplog.set_level(logging.INFO, logger="events_svc.loops")
     await due_now(api, admin, 3)
     metrics = Metrics()
     calls = 0
@@ -348,19 +357,20 @@ async def test_a_crashing_pass_is_counted_and_retried_and_the_loop_survives(
         return api.pool
 
     quick = dataclasses.replace(settings, scheduler_floor_s=1)
-    loop = SchedulerLoop(
-        flaky_pool, ports(api.pool), quick, lambda: datetime.now(UTC), metrics=metrics
-    )
+    services = Services(flaky_pool, ports(api.pool), quick, lambda: datetime.now(UTC))
+    loop = Loop(compose_passes(services).lanes, flaky_pool, quick, services.clock, metrics)
     loop.start()
     try:
         await asyncio.wait_for(_until_outbox(api, 3), 20)
+        lanes = loop.lanes.values()
+        await asyncio.wait_for(_until(lambda: all(lane.runs for lane in lanes)), 20)
     finally:
         await loop.stop()
-    assert loop.failures == 1 and loop.passes >= 1
+    assert loop.failures == 1 and not any(lane.failing for lane in loop.lanes.values())
     assert metrics.pass_errors._value.get() == 1
     await exactly_once(api, 3)
     said = [r.getMessage() for r in caplog.records if "pass" in r.getMessage()]
-    assert said == ["scheduler pass failed", "scheduler pass recovered"]
+    assert said == ["pass failed", "pass recovered"]
 
 
 async def test_slot_children_without_attendees_are_progress_not_a_blocked_pass(
@@ -375,9 +385,9 @@ async def test_slot_children_without_attendees_are_progress_not_a_blocked_pass(
     now = {"interval_kind": "after_event_start", "interval_unit": "now", "interval_nbr": 0}
     await scheduler(admin, ev["id"], await template(admin), **now)
     late = datetime(2027, 5, 10, 20, tzinfo=UTC)  # every slot has begun
-    loop = SchedulerLoop(lambda: api.pool, ports(api.pool), settings, lambda: late)
-    assert await loop.tick() > 0  # one pass walked the three empty slots and the full one
-    assert len(await outbox(api)) == 1 and loop.blocked == 0
+    mail = hand_loop(api.pool, settings, clock=lambda: late).lanes["mail"]
+    assert (await mail.tick())[1] > 0  # one pass walked the three empty slots and the full one
+    assert len(await outbox(api)) == 1 and mail.blocked == 0
 
 
 async def _ongoing_line(admin: httpx.AsyncClient, body: str, *emails: str) -> str:
@@ -410,15 +420,15 @@ async def test_lines_that_fail_forever_never_make_the_loop_spin(settings, api, a
     now = start
     sweep = (start - timedelta(hours=2)).strftime("%H:%M")  # not due in the simulated hour
     looping = dataclasses.replace(settings, scheduler_floor_s=1200, done_sweep_at=sweep)
-    loop = SchedulerLoop(lambda: api.pool, ports(api.pool), looping, lambda: now)
+    mail = hand_loop(api.pool, looping, clock=lambda: now).lanes["mail"]
     caplog.set_level(logging.DEBUG, logger="events_svc")
     sleeps = []
     while now < start + timedelta(hours=1):
-        delay = await loop.tick()
+        _, delay = await mail.tick()
         assert delay > 0
         sleeps.append(delay)
         now += timedelta(seconds=delay)
-    assert loop.passes <= 8 and loop.failures == 0, sleeps
+    assert mail.runs <= 8 and mail.failures == 0, sleeps
     logged = [
         r for r in caplog.records if r.levelno >= logging.INFO and r.name.startswith("events_svc")
     ]
@@ -433,11 +443,12 @@ async def test_lines_that_fail_forever_never_make_the_loop_spin(settings, api, a
 
 async def test_due_work_held_by_another_instance_makes_the_loop_wait_longer(settings, api, admin):
     event_id = await due_now(api, admin, 1)
-    loop = SchedulerLoop(lambda: api.pool, ports(api.pool), settings, lambda: datetime.now(UTC))
+    mail = hand_loop(api.pool, settings).lanes["mail"]
     async with api.pool.acquire() as other, other.transaction():
         await other.execute(  # another instance is working this row
             "SELECT 1 FROM event.mails WHERE event_id = $1 FOR UPDATE", uuid.UUID(event_id)
         )
-        assert [await loop.tick() for _ in range(4)] == [1.0, 2.0, 4.0, 8.0]
-    assert await loop.tick() > 0  # released: the work went, nothing more is due
-    assert len(await outbox(api)) == 1 and loop.blocked == 0
+        waits = [(await mail.tick())[1] for _ in range(4)]
+        assert waits == [PASS_BLOCKED.seconds(n) for n in (1, 2, 3, 4)] == [0.25, 0.5, 1.0, 2.0]
+    assert (await mail.tick())[1] > 0  # released: the work went, nothing more is due
+    assert len(await outbox(api)) == 1 and mail.blocked == 0

@@ -1,34 +1,31 @@
 """The standalone lead sink: a signed webhook (`EVENT_LEAD_WEBHOOK_URL`,
 `EVENT_LEAD_WEBHOOK_SECRET`).
 
-Each delivery is one POST of the JSON body `docs/architecture.md` fixes (`action`,
-`rule_id`, `event_id`, `grain`, `group_key`, `lead_id`, `registration_ids`,
-`new_registration_ids`),
+Each delivery is one POST of the JSON body `api.md` fixes (`action`, `rule_id`,
+`event_id`, `grain`, `group_key`, `lead_id`, `registration_ids`, `new_registration_ids`),
 with `X-Events-Signature: sha256=<hex HMAC-SHA256 of the raw body>` and
-`Idempotency-Key: <provenance id>:<delivery number>`. A create expects a 2xx answer
-`{"lead_id": "..."}`; an update any 2xx. Timeouts are bounded; a transport error, a 429
-or a 5xx is retried a few times with a short doubling back-off (same body, same key);
-anything else, or retries spent, is a `LeadRefused` with a safe reason (never the body:
-it lists attendees). The lead pass calls it after its transaction commits, never under a
-lock.
+`Idempotency-Key: <provenance id>:<delivery number>` (`adapters.signing.BodyHmac`), sent
+by the one outbound client (`adapters.http`): the CRM is the operator's own (it may be on
+a private address; `EVENTS_OUTBOUND_PROXY` when set). A create expects a 2xx answer
+`{"lead_id": "..."}`; an update any 2xx. Each call is tried once and bounded in time
+(`TIMEOUT_S` for connect, send and answer together): a transport error, no answer in
+time, a 429, a 5xx or any other refusal is a `LeadRefused` with a safe reason (never the
+body: it lists attendees), and the lead pass parks the request and backs it off. The
+pass calls it after its transaction commits, never under a lock.
 """
 
 from __future__ import annotations
 
-import asyncio
-import hashlib
-import hmac
 import json
 from typing import Any
 
-import httpx
-
+from events_svc.adapters.http import OutboundClient, Partner
+from events_svc.adapters.signing import BodyHmac
 from events_svc.ports import LeadDelivery, LeadRefused, LeadSink, RefusingLeadSink
 from events_svc.settings import Settings
 
-TIMEOUT = httpx.Timeout(10.0, connect=5.0)
-ATTEMPTS = 3  # one call and two retries
-RETRY_FIRST_S = 0.2  # 0.2 s, then 0.4 s
+TIMEOUT_S = 10.0  # a whole call: connect, send and answer
+CONNECTIONS = 4
 MAX_LEAD_ID = 200
 
 
@@ -47,30 +44,22 @@ def body_of(delivery: LeadDelivery) -> bytes:
     return json.dumps(doc, separators=(",", ":")).encode()
 
 
-def signature(secret: str, body: bytes) -> str:
-    """`sha256=<hex HMAC-SHA256 of the raw body>`."""
-    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
-
-
 class WebhookLeadSink:
     """POSTs each delivery to one URL, signed with the shared secret."""
 
     def __init__(
-        self,
-        url: str,
-        secret: str,
-        *,
-        timeout: httpx.Timeout = TIMEOUT,
-        attempts: int = ATTEMPTS,
-        retry_first_s: float = RETRY_FIRST_S,
+        self, url: str, secret: str, *, timeout_s: float = TIMEOUT_S, proxy: str | None = None
     ) -> None:
-        self.url, self._secret = url, secret
-        self.timeout, self.attempts, self.retry_first_s = timeout, attempts, retry_first_s
+        self.url = url
+        self.signer = BodyHmac(secret)
+        self.client = OutboundClient(
+            Partner("lead_sink", timeout_s, CONNECTIONS, CONNECTIONS, proxy=proxy)
+        )
 
     async def create_lead(self, delivery: LeadDelivery) -> str:
-        answer = await self._post(delivery)
+        body = await self._post(delivery)
         try:
-            lead_id = json.loads(answer.content)["lead_id"]
+            lead_id = json.loads(body)["lead_id"]
         except (ValueError, KeyError, TypeError):
             raise LeadRefused("webhook answered a create without a lead_id") from None
         if isinstance(lead_id, int) and not isinstance(lead_id, bool):
@@ -82,33 +71,28 @@ class WebhookLeadSink:
     async def update_lead(self, delivery: LeadDelivery) -> None:
         await self._post(delivery)
 
-    async def _post(self, delivery: LeadDelivery) -> httpx.Response:
-        body = body_of(delivery)
-        headers = {
-            "Content-Type": "application/json",
-            "X-Events-Signature": signature(self._secret, body),
-            "Idempotency-Key": delivery.idempotency_key,
-        }
-        reason = "webhook not reached"
-        async with httpx.AsyncClient(timeout=self.timeout) as client:
-            for attempt in range(self.attempts):
-                if attempt:
-                    await asyncio.sleep(self.retry_first_s * (1 << (attempt - 1)))
-                try:
-                    answer = await client.post(self.url, content=body, headers=headers)
-                except httpx.HTTPError as exc:
-                    reason = f"webhook transport error: {type(exc).__name__}"
-                    continue
-                if answer.is_success:
-                    return answer
-                reason = f"webhook answered {answer.status_code}"
-                if answer.status_code != 429 and answer.status_code < 500:
-                    break  # a refusal: retrying the same body will not change it
-        raise LeadRefused(reason)
+    async def _post(self, delivery: LeadDelivery) -> bytes:
+        answer = await self.client.post(
+            self.url, body_of(delivery), self.signer, delivery.idempotency_key, keep_body=True
+        )
+        if answer.ok:
+            return answer.body
+        if answer.status is not None:
+            raise LeadRefused(f"webhook answered {answer.status}")
+        if answer.error == "timeout":
+            raise LeadRefused(f"webhook did not answer within {self.client.partner.timeout_s:g} s")
+        raise LeadRefused("webhook could not be reached")
+
+    async def close(self) -> None:
+        await self.client.close()
 
 
 def lead_sink_from(settings: Settings) -> LeadSink:
     """The webhook when `EVENT_LEAD_WEBHOOK_URL` is set, else the refusing default."""
     if not settings.lead_webhook_url:
         return RefusingLeadSink()
-    return WebhookLeadSink(settings.lead_webhook_url, settings.lead_webhook_secret)
+    return WebhookLeadSink(
+        settings.lead_webhook_url,
+        settings.lead_webhook_secret,
+        proxy=settings.outbound_proxy or None,
+    )

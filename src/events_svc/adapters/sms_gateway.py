@@ -2,21 +2,21 @@
 
 The body is `{message_id, to, body}` (compact JSON, exactly the bytes signed), with the
 Standard Webhooks headers under `EVENTS_SMS_GATEWAY_SECRET` (`webhook-id` is the row's
-`message_id`, the same on every attempt). One shared client keeps connections alive; no
-redirect is followed; the answer's body is never read. A 2xx is sent; a 429, a 5xx, a
-timeout or a refused connection is retried (`temporary`, `timeout`, `connection`, each
-marking the gateway down for the rest of the batch); any other status fails the message
-(`permanent`).
+`message_id`, the same on every attempt), sent by the one outbound client (`adapters.http`)
+with the gateway's own settings: `EVENTS_SMS_GATEWAY_TIMEOUT_S` for a whole attempt,
+`EVENTS_SMS_GATEWAY_CONCURRENCY` calls at once, `EVENTS_OUTBOUND_PROXY` when set (the
+gateway is the operator's own: it may be on a private address). No redirect is followed;
+the answer's body is never kept. A 2xx is sent; a 429, a 5xx, a timeout or a refused
+connection is retried (`temporary`, `timeout`, `connection`, each marking the gateway
+down for the rest of the batch); any other status fails the message (`permanent`).
 """
 
 from __future__ import annotations
 
 import json
-import time
 
-import httpx
-
-from events_svc.adapters.signing import signed_headers
+from events_svc.adapters.http import OutboundClient, Partner
+from events_svc.adapters.signing import StandardWebhooks
 from events_svc.ports import DeliveryErrorKind, DeliveryFailure, QueuedMessage
 
 
@@ -30,26 +30,29 @@ class SmsGatewayTransport:
 
     channel = "sms"
 
-    def __init__(self, url: str, secret: str, *, timeout_s: float = 10.0, sessions: int = 4):
-        self.url, self.secret, self.sessions = url, secret, sessions
-        self.client = httpx.AsyncClient(
-            timeout=httpx.Timeout(timeout_s),
-            follow_redirects=False,
-            limits=httpx.Limits(max_connections=sessions, max_keepalive_connections=sessions),
+    def __init__(
+        self,
+        url: str,
+        secret: str,
+        *,
+        timeout_s: float = 10.0,
+        sessions: int = 4,
+        proxy: str | None = None,
+    ) -> None:
+        self.url, self.sessions = url, sessions
+        self.signer = StandardWebhooks((secret,))
+        self.client = OutboundClient(
+            Partner("sms_gateway", timeout_s, sessions, sessions, proxy=proxy)
         )
 
     async def send(self, message: QueuedMessage) -> DeliveryFailure | None:
-        body = body_of(message)
-        headers = signed_headers([self.secret], message.message_id, int(time.time()), body)
-        headers["content-type"] = "application/json"
-        try:
-            async with self.client.stream("POST", self.url, content=body, headers=headers) as r:
-                status = r.status_code  # the body is never read
-        except httpx.TimeoutException:
-            detail = "the gateway did not answer in time"
-            return DeliveryFailure(DeliveryErrorKind.TIMEOUT, None, detail, relay_down=True)
-        except httpx.TransportError as exc:
-            detail = f"the gateway could not be reached ({type(exc).__name__})"
+        answer = await self.client.post(self.url, body_of(message), self.signer, message.message_id)
+        status = answer.status
+        if status is None:
+            if answer.error == "timeout":
+                detail = "the gateway did not answer in time"
+                return DeliveryFailure(DeliveryErrorKind.TIMEOUT, None, detail, relay_down=True)
+            detail = "the gateway could not be reached"
             return DeliveryFailure(DeliveryErrorKind.CONNECTION, None, detail, relay_down=True)
         if 200 <= status < 300:
             return None
@@ -61,4 +64,4 @@ class SmsGatewayTransport:
         )
 
     async def close(self) -> None:
-        await self.client.aclose()
+        await self.client.close()

@@ -279,8 +279,9 @@ def transports_from(settings: Settings, tickets: TicketsPdf) -> tuple[Transport,
             SmsGatewayTransport(
                 settings.sms_gateway_url,
                 settings.sms_gateway_secret,
-                timeout_s=settings.smtp_timeout_s,
-                sessions=settings.smtp_concurrency,
+                timeout_s=settings.sms_gateway_timeout_s,
+                sessions=settings.sms_gateway_concurrency,
+                proxy=settings.outbound_proxy or None,
             )
         )
     return tuple(found)

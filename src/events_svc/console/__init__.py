@@ -29,6 +29,7 @@ from events_svc.console.pages import (
     operations,
     registrations,
     templates,
+    waitlist,
     webhooks,
 )
 from events_svc.console.web import STATIC, SignInRequired, base_path, page, plain_query
@@ -141,6 +142,7 @@ def console_routes() -> tuple[BaseRoute, ...]:
         operations,
         mail,
         templates,
+        waitlist,
         webhooks,
     ):
         holder.include_router(module.router)

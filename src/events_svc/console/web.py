@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import urlencode
@@ -242,18 +241,12 @@ def page(
 
 
 def zone(name: str) -> ZoneInfo:
+    """The zone a form's local time is read in: the event's (UTC for a name this machine
+    does not know)."""
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError):
         return ZoneInfo("UTC")
-
-
-def when(value: datetime | None, tz: str = "UTC") -> str:
-    """A moment as the operator reads it: in the event's zone, with the zone's abbreviation."""
-    if value is None:
-        return "—"
-    local = value.astimezone(zone(tz))
-    return local.strftime("%a %d %b %Y, %H:%M ") + (local.tzname() or tz)
 
 
 def see_other(request: Request, path: str, *, done: str | None = None, **query: Any) -> Any:

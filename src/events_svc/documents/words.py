@@ -1,8 +1,30 @@
-"""How a document writes a time span: in the event's own zone, named, one day or two."""
+"""How a person reads a time: `when` (an instant in the event's zone, the ONE presenter of
+instants for pages, mails and the console), `moment` and `span` (already in the zone), one
+day or two."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+
+def local(instant: datetime, zone: str) -> tuple[datetime, str]:
+    """The instant in the zone named `zone`, and that zone's name. A zone this machine
+    does not know, or a local time past the calendar's end (9999-12-31 in a zone ahead of
+    UTC), gives the instant in UTC, named `UTC`: the reader is never told a wrong zone."""
+    try:
+        return instant.astimezone(ZoneInfo(zone)), zone
+    except (ZoneInfoNotFoundError, ValueError, OverflowError):
+        return instant.astimezone(UTC), "UTC"
+
+
+def when(instant: datetime | None, zone: str = "UTC") -> str:
+    """`Mon 10 May 2027, 09:00 (Europe/Lisbon)`: an instant as a person reads it, in the
+    event's zone, the zone named (see `local` for the edges); `—` for no instant."""
+    if instant is None:
+        return "\u2014"
+    value, name = local(instant, zone)
+    return moment(value, name)
 
 
 def moment(value: datetime, zone: str) -> str:

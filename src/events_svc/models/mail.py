@@ -88,6 +88,23 @@ class RunSummary(View):
     offers_closed: int = 0  # waiting-list entries of cancelled or finished events closed
 
 
+class PassView(View):
+    """One pass of a run: `ran` (its own integer counters), `skipped` with why (`disabled`,
+    `not_due`), or `failed` with the error's class."""
+
+    name: str
+    status: Literal["ran", "skipped", "failed"]
+    counts: dict[str, int]
+    detail: str | None
+
+
+class PassesRunView(RunSummary):
+    """`POST /admin/schedulers/run`: the run summary of before (the mail lines' counts and
+    the offers'), and every pass of the one composition in the order it ran."""
+
+    passes: list[PassView]
+
+
 class MailRunView(View):
     summary: RunSummary
     mail: MailView

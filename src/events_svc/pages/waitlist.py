@@ -4,11 +4,9 @@ forms (they post to the entry's link; a browser is answered with a redirect)."""
 from __future__ import annotations
 
 from typing import Any
-from zoneinfo import ZoneInfo
 
-from events_svc.documents import moment, span
+from events_svc.documents import span, when
 from events_svc.pages.frame import render_off_loop
-from events_svc.verbs.common import in_zone
 
 WORDS = {
     "waiting": "You are on the waiting list.",
@@ -28,7 +26,7 @@ async def render_entry(
     zone = event["date_tz"]
     deadline = ""
     if view["offer_expires_at"] is not None:
-        deadline = moment(in_zone(view["offer_expires_at"], ZoneInfo(zone)), zone)
+        deadline = when(view["offer_expires_at"], zone)
     words = WORDS[view["status"]]
     if view["status"] == "waiting" and view["position"]:
         words = f"You are number {view['position']} in the queue."

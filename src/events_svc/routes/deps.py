@@ -18,17 +18,15 @@ from events_svc import errors
 from events_svc.actors import Actor
 from events_svc.capabilities import CapabilityCodec
 from events_svc.db import Pool
-from events_svc.drainer import DeliveryLoop
 from events_svc.egress import EgressGuard
 from events_svc.links import AttendeeLinks
+from events_svc.loops import Composition, Loop, Services, compose_passes
 from events_svc.models import View
 from events_svc.observability import Metrics
 from events_svc.ports import Ports
-from events_svc.scheduler import SchedulerLoop
 from events_svc.settings import Settings
 from events_svc.throttle import Throttle
 from events_svc.verbs.tokens import resolve_token
-from events_svc.webhook_loop import WebhookLoop
 
 
 def utc_now() -> datetime:
@@ -48,12 +46,32 @@ class ServiceContext:
     throttle: Throttle | None = None
     metrics: Metrics = field(default_factory=Metrics)
     pool: Pool | None = None
-    scheduler: SchedulerLoop | None = None  # the lifespan's loop, when this process runs one
-    delivery: DeliveryLoop | None = None  # the outbox drainer, when transports are composed
+    loop: Loop | None = None  # the lifespan's loop, when this process runs one
     egress: EgressGuard = field(default_factory=EgressGuard)  # where webhooks may go
-    webhooks: WebhookLoop | None = None  # the webhook delivery loop, beside the scheduler
     intake: bool = False  # the public intake's routes (and the event page's forms) mounted
     _export_slots: asyncio.Semaphore | None = None
+    _passes: Composition | None = None
+
+    def composition(self) -> Composition:
+        """The process's one composition of the passes: the loop's lanes run them, and the
+        run route runs them once (made at the first ask; closed by the lifespan)."""
+        if self._passes is None:
+            services = Services(
+                self.db,
+                self.ports,
+                self.settings,
+                self.clock,
+                self.metrics,
+                self.metrics.load,
+                self.egress,
+            )
+            self._passes = compose_passes(services)
+        return self._passes
+
+    async def close_composition(self) -> None:
+        if self._passes is not None:
+            passes, self._passes = self._passes, None
+            await passes.close()
 
     @property
     def links(self) -> AttendeeLinks:

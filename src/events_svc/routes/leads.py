@@ -11,6 +11,7 @@ from uuid import UUID
 from fastapi import APIRouter, Response, status
 
 from events_svc.actors import Actor
+from events_svc.loops import within
 from events_svc.models import Page
 from events_svc.models.leads import (
     LeadRelink,
@@ -86,13 +87,15 @@ async def list_lead_requests(
 @router.post("/admin/lead-requests/run", response_model=LeadRunView)
 async def run_lead_requests(ctx: Ctx, actor: Write) -> Response:
     """One lead pass now; it shares the lease with the scheduled pass and ignores the
-    back-off of parked requests. A company actor's run works only its company's events'
-    requests; an actor without a company's, every request."""
+    back-off of parked requests, bounded in time as the loop's pass (`more` then says work
+    is left). A company actor's run works only its company's events' requests; an actor
+    without a company's, every request."""
     summary = await run_lead_pass(
         ctx.db(),
         ctx.ports.lead_sink,
         LeadOptions.from_settings(ctx.settings),
         ctx.clock(),
+        stopping=within(),
         force=True,
         company_id=actor.company_id,
     )

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Response, status
 
 from events_svc import errors
 from events_svc.actors import Actor
+from events_svc.loops import Entry, pass_options, run_view
 from events_svc.models import (
     MailCreate,
     MailPatch,
@@ -17,7 +18,7 @@ from events_svc.models import (
     OutboxMessage,
     OutboxSummary,
     Page,
-    RunSummary,
+    PassesRunView,
     TemplateCreate,
     TemplateDeleted,
     TemplatePatch,
@@ -33,9 +34,7 @@ from events_svc.routes.deps import (
     pii_full,
     require,
 )
-from events_svc.scheduler import offer_options, pass_options
 from events_svc.verbs.mail import lines, outbox, run_mail_pass, templates
-from events_svc.verbs.waitlist import run_offer_pass
 
 router = APIRouter(tags=["communication"])
 
@@ -90,22 +89,15 @@ async def run_mail(ctx: Ctx, actor: Run, mail_id: UUID) -> Response:
     return answer(MailRunView, {"summary": summary.as_dict(), "mail": mail})
 
 
-@router.post("/admin/schedulers/run", response_model=RunSummary)
+@router.post("/admin/schedulers/run", response_model=PassesRunView)
 async def run_schedulers(ctx: Ctx, actor: Run) -> Response:
-    """One full pass now: everything due (the waiting list's offers, then the mail lines)."""
+    """Every pass once, now, through the one composition the loop, `events-svc scheduler
+    run-once` and the host surface run: the summary keys of before, `passes` (each pass in
+    its order: ran, skipped with why, or failed with the error's class) and `more`."""
     if actor.company_id is not None:
         raise errors.MissingScope("A full pass is for platform operators.", scope="scheduler:run")
-    offers = await run_offer_pass(ctx.db(), ctx.ports, offer_options(ctx.settings), ctx.clock())
-    ctx.metrics.waitlist_offers.labels("offered").inc(offers.offered)
-    ctx.metrics.waitlist_offers.labels("expired").inc(offers.expired)
-    summary = await run_mail_pass(ctx.db(), ctx.ports, pass_options(ctx.settings), ctx.clock())
-    ctx.metrics.observe_pass(summary)
-    view = summary.as_dict()
-    view.update(
-        offers_made=offers.offered, offers_expired=offers.expired, offers_closed=offers.closed
-    )
-    view["more"] = view["more"] or offers.more
-    return answer(RunSummary, view)
+    reports = await ctx.composition().run(Entry("route"))
+    return answer(PassesRunView, run_view(reports))
 
 
 @router.get("/admin/templates", response_model=Page[TemplateView])

@@ -76,7 +76,7 @@ async def metrics(ctx: Ctx) -> Response:
             ctx.metrics.outbox.labels(channel, state).set(n)
         for status, n in (await waitlist_counts(ctx.db())).items():
             ctx.metrics.waitlist.labels(status).set(n)
-        ctx.metrics.webhook_pending.set(await webhooks.pass_.pending_count(ctx.db()))
+        ctx.metrics.webhook_pending.set(await webhooks.attempts.pending_count(ctx.db()))
     except errors.DomainError:
         pass  # the database is away: the other metrics still answer
     return Response(generate_latest(ctx.metrics.registry), media_type=CONTENT_TYPE_LATEST)

@@ -19,6 +19,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 from events_svc import errors
 from events_svc.actors import Actor
 from events_svc.links import WAITLIST_PATH
+from events_svc.loops import offer_options
 from events_svc.models import (
     Page,
     WaitlistEntryView,
@@ -41,7 +42,6 @@ from events_svc.routes.deps import (
     route_url,
 )
 from events_svc.routes.public import GuardedIntakeRoute, event_key, secret_set, wants_page
-from events_svc.scheduler import offer_options
 from events_svc.verbs import waitlist as verbs
 
 Read = Annotated[Actor, require("event:read")]

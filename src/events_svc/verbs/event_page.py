@@ -20,12 +20,12 @@ from typing import Any
 from uuid import UUID
 from zoneinfo import ZoneInfo
 
-from events_svc import errors
-from events_svc.capabilities import FORM, CapabilityCodec
+from events_svc import capabilities, errors
+from events_svc.capabilities import CapabilityCodec
 from events_svc.db import Pool, connection
 from events_svc.models import MAX_PER_ORDER
 from events_svc.verbs.common import in_zone
-from events_svc.verbs.events import is_visible
+from events_svc.verbs.events import closed_to_registrations, is_visible
 from events_svc.verbs.public import intake_key
 from events_svc.verbs.registrations import get_seat_view
 
@@ -78,11 +78,7 @@ def _instant(value: str | None) -> datetime | None:
 
 def _status(event: dict[str, Any], now: datetime) -> str:
     """`open`, or why the page offers no form: `cancelled`, `finished`."""
-    if event["kanban_state"] == "cancel":
-        return "cancelled"
-    if event["date_end"] <= now:
-        return "finished"
-    return "open"
+    return closed_to_registrations(event, now) or "open"
 
 
 def _sale(ticket: dict[str, Any], now: datetime) -> str:
@@ -197,11 +193,10 @@ async def event_page(pool: Pool, codec: CapabilityCodec, key: str, now: datetime
 
 def form_token(codec: CapabilityCodec, event_id: UUID, expires_at: datetime) -> str:
     """The signed, expiring token of a page's forms (its own purpose: it opens nothing)."""
-    return codec.mint(FORM, {"e": str(event_id)}, expires_at)
+    return capabilities.mint_form(codec, event_id, expires_at)
 
 
 def form_token_valid(codec: CapabilityCodec, token: str, event_id: UUID, now: datetime) -> bool:
     """Whether `token` is a form token of this event, unexpired (forged, expired or of
     another event: False)."""
-    payload = codec.open(FORM, token, now)
-    return payload is not None and payload.get("e") == str(event_id)
+    return capabilities.open_form(codec, token, now) == event_id

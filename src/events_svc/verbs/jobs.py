@@ -10,8 +10,8 @@ is left, the pass's cap of batches ran, its time budget is spent (then `more`), 
 loop is stopping (asked before each batch: a shutdown finishes the batch in hand).
 
 A failing batch rolls back whole; its job counts the failure and waits 5 s, 10 s, 20 s,
-40 s (`paused` until then); the 5th failure in a row makes it `failed`, and only a
-`resume` revives it. A successful batch clears the count. What a job records of an
+40 s (`paused` until then: `backoff.JOBS`); the 5th failure in a row makes it `failed`,
+and only a `resume` revives it. A successful batch clears the count. What a job records of an
 error is its code (a refusal's) or its class, never its message: a message may quote
 values.
 """
@@ -20,18 +20,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, TypeVar
 
 from events_svc import errors
+from events_svc.backoff import JOBS
 from events_svc.db import Connection, Pool, transaction
 
 T = TypeVar("T")
 
-BACKOFF_FIRST_S = 5.0
-BACKOFF_MAX_S = 300.0
-FAILURES_TO_FAIL = 5
 MAX_CODE = 200
+# the import and operation passes LISTEN here: a job created, started or resumed NOTIFYs
+WAKE_CHANNEL = "event_jobs_due"
 
 
 def failure_code(exc: BaseException) -> str:
@@ -43,10 +43,13 @@ def failure_code(exc: BaseException) -> str:
 def after_failure(attempts: int, now: datetime) -> tuple[str, datetime | None]:
     """(the job's state, when it may run again) after its `attempts`-th failure in a row:
     `paused` with a doubling wait, or `failed` (no retry until resumed)."""
-    if attempts >= FAILURES_TO_FAIL:
-        return "failed", None
-    wait = min(BACKOFF_FIRST_S * 2 ** (attempts - 1), BACKOFF_MAX_S)
-    return "paused", now + timedelta(seconds=wait)
+    retry_at = JOBS.next_at(attempts, now)
+    return ("failed", None) if retry_at is None else ("paused", retry_at)
+
+
+async def wake_jobs(conn: Connection) -> None:
+    """Wake the job passes of every process when this transaction commits."""
+    await conn.execute("SELECT pg_notify($1, '')", WAKE_CHANNEL)
 
 
 async def work_one_batch(

@@ -18,7 +18,7 @@ import pytest
 
 from events_svc import create_app
 from events_svc.capabilities import INTAKE
-from events_svc.console.web import when
+from events_svc.documents import when
 from events_svc.settings import Settings
 from tests.probes.console.kit import Studio, client, code_of, console_of, csrf_of
 from tests.probes.helpers import Api, make_event

@@ -11,7 +11,7 @@ from typing import Any
 import asyncpg
 
 from events_svc.adapters.standalone import OutboxQueue, OutboxSmsQueue, transports_from
-from events_svc.drainer import Drainer, DrainOptions
+from events_svc.loops import Drainer, DrainOptions
 from events_svc.ports import Attachment, OutgoingMessage, OutgoingSms, TicketsPdf
 from events_svc.settings import Settings, SmtpRelay
 

@@ -73,7 +73,7 @@ def gateway() -> Iterator[tuple[Gateway, str]]:
 
 def sms_settings(settings: Settings, url: str, **over: Any) -> Settings:
     return dataclasses.replace(
-        settings, sms_gateway_url=url, sms_gateway_secret=SECRET, smtp_timeout_s=1, **over
+        settings, sms_gateway_url=url, sms_gateway_secret=SECRET, sms_gateway_timeout_s=1, **over
     )
 
 

@@ -23,7 +23,6 @@ import subprocess
 import sys
 import uuid
 from collections.abc import AsyncIterator, Callable
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -35,7 +34,6 @@ import pytest
 from events_svc.adapters.standalone import standalone_ports
 from events_svc.app import create_app
 from events_svc.ports import Ports
-from events_svc.scheduler import SchedulerLoop
 from events_svc.settings import Settings
 from tests.probes.helpers import (
     API,
@@ -45,6 +43,7 @@ from tests.probes.helpers import (
     make_event,
     operation_params,
     preview,
+    run_all,
     scheduler,
     seed,
     start,
@@ -249,8 +248,7 @@ async def test_operations_write_no_outbox_row_and_connect_nowhere_but_the_databa
     op = await start(admin, await preview(admin, ev["id"]))
     assert (await admin.post(f"/admin/operations/{op['id']}/resume")).json()["state"] == "completed"
     reminder = await start(admin, await preview(admin, ev["id"], "reminder"))
-    loop_ = SchedulerLoop(lambda: api.pool, standalone_ports(), settings, lambda: datetime.now(UTC))
-    await loop_.run_once()
+    await run_all(api.pool, settings, standalone_ports())
     got = (await admin.get(f"/admin/operations/{reminder['id']}")).json()
     assert got["state"] == "completed"
     # rollback: a fault after the event change, inside the start's transaction

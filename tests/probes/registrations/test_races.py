@@ -139,7 +139,7 @@ async def test_registrations_and_mail_edits_racing_passes_never_deadlock(api: Ap
     are edited and created, templates change and attendees are corrected: no 500, no
     deadlock (every writer takes the scheduler rows last, in id order)."""
     from events_svc.adapters.standalone import standalone_ports
-    from events_svc.verbs.mail.pass_ import run_mail_pass
+    from events_svc.verbs.mail import run_mail_pass
     from events_svc.verbs.mail.send import PassOptions
 
     dates = {
@@ -279,7 +279,7 @@ async def _held_pass(api: Api, admin: httpx.AsyncClient, *emails: str) -> tuple[
     started and held in its first batch: (the pass task, its renderer, the line id)."""
     from events_svc.adapters.standalone import OutboxQueue
     from events_svc.ports import Ports
-    from events_svc.verbs.mail.pass_ import run_mail_pass
+    from events_svc.verbs.mail import run_mail_pass
     from events_svc.verbs.mail.send import PassOptions
 
     ev = await make_event(
@@ -308,7 +308,7 @@ async def _held_pass(api: Api, admin: httpx.AsyncClient, *emails: str) -> tuple[
 
 async def _next_pass(api: Api) -> Any:
     from events_svc.adapters.standalone import standalone_ports
-    from events_svc.verbs.mail.pass_ import run_mail_pass
+    from events_svc.verbs.mail import run_mail_pass
     from events_svc.verbs.mail.send import PassOptions
 
     options = PassOptions(batch=50, cap=1000, default_sender="events@example.org")
@@ -355,7 +355,7 @@ async def test_a_slow_template_never_holds_its_row_long_enough_to_refuse_registr
     off, and a registration waiting for the row goes through."""
     from events_svc.adapters.standalone import OutboxQueue
     from events_svc.ports import Ports
-    from events_svc.verbs.mail.pass_ import run_mail_pass
+    from events_svc.verbs.mail import run_mail_pass
     from events_svc.verbs.mail.send import PassOptions
 
     ev = await make_event(

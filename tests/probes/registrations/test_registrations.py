@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from events_svc import EventSurface, create_app
+from events_svc.loops import PASSES
 from events_svc.ports import PartnerContact, Ports
 from events_svc.settings import Settings
 from events_svc.verbs.registrations import register, take_seats
@@ -542,7 +543,8 @@ async def test_the_surface_registers_mints_and_runs_the_scheduler_without_http(
         "interval_nbr": 0,
     }
     assert (await admin.post("/admin/mails", json=line)).status_code == 201
-    assert (await surface.run_due_schedulers()).sent == 1
+    ran = await surface.run_due_schedulers()
+    assert ran["sent"] == 1 and [p["name"] for p in ran["passes"]] == list(PASSES)
     assert (await surface.seat_availability(uuid.UUID(ev["id"])))["event"]["taken"] == 1
 
 

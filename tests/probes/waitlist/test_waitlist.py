@@ -22,9 +22,11 @@ from tests.probes.helpers import (
     add_slot,
     add_ticket,
     company_client,
+    heard_nothing_more,
     make_event,
     preview,
     start,
+    until_lock_waiters,
 )
 from tests.probes.waitlist.kit import (
     SECRET,
@@ -647,8 +649,7 @@ async def test_freeing_seats_where_somebody_waits_wakes_the_offer_pass(
     await listener.add_listener("event_waitlist_due", lambda *a: heard.put_nowait(a[3]))
     try:
         await cancel(admin, first)  # nobody waits: no wake-up
-        await asyncio.sleep(0.2)
-        assert heard.empty()
+        assert await heard_nothing_more(listener, heard, "event_waitlist_due")
         await fill(public, event["id"], 1)
         await joined(public, event["id"], "wake@example.org")
         await cancel(admin, second)  # a seat freed where somebody waits
@@ -716,9 +717,9 @@ async def test_a_join_racing_a_cancel_never_leaves_the_freed_seat_idle(
             uuid.UUID(event["id"]),
         )
         joining = asyncio.create_task(join(public, event["id"], "late@example.org"))
-        await asyncio.sleep(0.3)
+        await until_lock_waiters(pool, 1)  # the join waits on the uncommitted entry
         cancelling = asyncio.create_task(cancel(admin, first))
-        await asyncio.sleep(0.3)
+        await until_lock_waiters(pool, 2)  # the cancel waits on the join's event lock
         assert not joining.done()
         await tx.rollback()
         assert (await joining).status_code == 201
@@ -888,7 +889,7 @@ async def test_one_failing_event_does_not_stop_the_pass_for_the_others(
 ) -> None:
     from datetime import UTC, datetime
 
-    from events_svc.scheduler import offer_options
+    from events_svc.loops import offer_options
     from events_svc.verbs.waitlist import run_offer_pass
     from tests.probes.helpers import ports
 
@@ -912,6 +913,81 @@ async def test_one_failing_event_does_not_stop_the_pass_for_the_others(
     assert (summary.failed, summary.offered) == (1, 1)
     assert [r["status"] for r in await entries(pool, served["id"])] == ["offered"]
     assert [r["status"] for r in await entries(pool, held["id"])] == ["waiting"]
+
+
+async def test_an_event_whose_offers_fail_backs_off_alone_and_says_so_once(
+    admin: httpx.AsyncClient,
+    public: httpx.AsyncClient,
+    pool: asyncpg.Pool,
+    settings: Settings,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A fault in one event's offer (its entry cannot be written) backs that event off
+    (5 s, then 10 s: `backoff.OFFERS`), logged once as an error; the other event's offer
+    is made at once, a pass during the back-off leaves the failing event alone and logs
+    nothing, and once the fault is gone the event is served and its recovery said once."""
+    import logging
+    from datetime import UTC, datetime
+
+    from events_svc.loops import offer_options
+    from events_svc.verbs.waitlist import next_offer_due, run_offer_pass
+    from tests.probes.helpers import ports
+
+    broken, served = await listed_event(admin, 1), await listed_event(admin, 1)
+    for event in (broken, served):
+        (rid,) = await fill(public, event["id"], 1)
+        await joined(public, event["id"], f"w-{event['id'][:6]}@example.org")
+        await cancel(admin, rid)
+    await pool.execute(
+        "CREATE FUNCTION event.probe_offer_fault() RETURNS trigger LANGUAGE plpgsql AS $$"
+        " BEGIN RAISE EXCEPTION 'probe fault'; END $$;"
+        " CREATE TRIGGER probe_offer_fault BEFORE UPDATE ON event.waitlist_entry"
+        f" FOR EACH ROW WHEN (NEW.event_id = '{broken['id']}') EXECUTE FUNCTION"
+        " event.probe_offer_fault()"
+    )
+    caplog.set_level(logging.DEBUG, logger="events_svc.waitlist")
+    options, now = offer_options(settings), datetime.now(UTC)
+
+    first = await run_offer_pass(pool, ports(pool), options, now)
+    assert (first.failed, first.offered) == (1, 1)
+    row = await pool.fetchrow(
+        "SELECT offer_failures, offer_retry_at, offer_error FROM event.waitlist_settings"
+        " WHERE event_id = $1",
+        uuid.UUID(broken["id"]),
+    )
+    assert row["offer_failures"] == 1 and row["offer_retry_at"] == now + timedelta(seconds=5)
+    assert row["offer_error"] == "RaiseError"  # the error's class, never its text
+    assert await next_offer_due(pool, now) == now + timedelta(seconds=5)
+
+    during = await run_offer_pass(pool, ports(pool), options, now + timedelta(seconds=4))
+    assert (during.failed, during.offered, during.events) == (0, 0, 0)  # left alone
+    again = await run_offer_pass(pool, ports(pool), options, now + timedelta(seconds=5))
+    assert again.failed == 1
+    retry_at = await pool.fetchval(
+        "SELECT offer_retry_at FROM event.waitlist_settings WHERE event_id = $1",
+        uuid.UUID(broken["id"]),
+    )
+    assert retry_at == now + timedelta(seconds=5 + 10)  # the second failure: 10 s
+
+    await pool.execute("DROP TRIGGER probe_offer_fault ON event.waitlist_entry")
+    healed = await run_offer_pass(pool, ports(pool), options, now + timedelta(seconds=15))
+    assert (healed.failed, healed.offered) == (0, 1)
+    assert [r["status"] for r in await entries(pool, broken["id"])] == ["offered"]
+    cleared = await pool.fetchrow(
+        "SELECT offer_failures, offer_retry_at, offer_error FROM event.waitlist_settings"
+        " WHERE event_id = $1",
+        uuid.UUID(broken["id"]),
+    )
+    assert tuple(cleared) == (0, None, None)
+    said = [
+        (r.levelno, r.getMessage())
+        for r in caplog.records
+        if r.name == "events_svc.waitlist" and r.levelno >= logging.INFO
+    ]
+    assert said == [
+        (logging.ERROR, "waitlist offer pass failed for an event"),
+        (logging.INFO, "waitlist offers recovered for an event"),
+    ]
 
 
 async def test_deleting_the_offer_template_falls_back_to_the_built_in_text(

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from events_svc.webhook_loop import WebhookLoop
+from events_svc.loops import WebhookPass
 from tests.probes.webhooks.kit import Clock, hand_loop, utc_now
 from tests.probes.webhooks.receiver import Receiver, receiver
 
@@ -24,7 +24,7 @@ def clock() -> Clock:
 
 
 @pytest.fixture
-async def loop(app: Any, clock: Clock) -> AsyncIterator[WebhookLoop]:
+async def loop(app: Any, clock: Clock) -> AsyncIterator[WebhookPass]:
     hand = hand_loop(app, clock)
     yield hand
     await hand.sender.close()

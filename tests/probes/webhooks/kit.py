@@ -1,5 +1,6 @@
-"""What the webhook delivery probes share: a clock they move, a delivery loop they turn
-by hand (the app's scheduler is off in the probes), and endpoint helpers."""
+"""What the webhook delivery probes share: a clock they move, the webhooks' pass they run
+by hand (the app's loop is off in the probes), or in a loop of its own, and endpoint
+helpers."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import asyncpg
 import httpx
 
 from events_svc.adapters.webhook_sender import WebhookSender
-from events_svc.webhook_loop import WebhookLoop, WebhookOptions
+from events_svc.loops import LOOP, Loop, WebhookOptions, WebhookPass
+from events_svc.verbs.webhooks import WAKE_CHANNEL, attempts
 
 
 @dataclass
@@ -37,31 +39,49 @@ async def ping(admin: httpx.AsyncClient, endpoint_id: str) -> dict[str, Any]:
     return dict(r.json())
 
 
-def hand_loop(app: Any, clock: Clock, *, timeout_s: float = 2.0) -> WebhookLoop:
-    """A webhook loop on the app's pool, guard and metrics; the app and the loop read the
-    probe's clock; private addresses allowed (the receiver is on loopback)."""
+def hand_loop(app: Any, clock: Clock, *, timeout_s: float = 2.0) -> WebhookPass:
+    """The webhooks' pass on the app's pool, guard and metrics; the app and the pass read
+    the probe's clock; private addresses allowed (the receiver is on loopback)."""
     ctx = app.state.events
     ctx.clock = clock
     ctx.egress.allow_private = True
     sender = WebhookSender(ctx.egress, timeout_s=timeout_s)
-    return WebhookLoop(ctx.db, sender, WebhookOptions(), clock, ctx.metrics)
+    return WebhookPass(ctx.db, sender, WebhookOptions(), clock, ctx.metrics)
 
 
-async def turn_until_quiet(loop: WebhookLoop, turns: int = 50) -> None:
-    """Turn the loop until nothing it can do now is left: no attempt in flight, every
-    answer recorded, nothing due at the loop's clock. The hand loop listens to nothing:
-    this stands in for the NOTIFY of what the probe wrote since its last turn."""
-    loop.notify()
+def notify(hand: WebhookPass) -> None:
+    """What the NOTIFY of a written fact or attempt tells the pass."""
+    hand.heard(WAKE_CHANNEL, "")
+
+
+async def turn(hand: WebhookPass) -> datetime | None:
+    """One run of the pass at its clock (record, fan out, claim, start), as its lane runs
+    it; when an attempt is due next (whatever is in flight)."""
+    await hand.run(hand.clock(), lambda: False, LOOP)
+    return await attempts.next_due(hand.pool(), hand.clock())
+
+
+def lane_of(app: Any, hand: WebhookPass) -> Loop:
+    """A loop of the one pass, listening on the app's database (start and stop it)."""
+    ctx = app.state.events
+    return Loop([hand], ctx.db, ctx.settings, hand.clock, ctx.metrics)
+
+
+async def turn_until_quiet(hand: WebhookPass, turns: int = 50) -> None:
+    """Run the pass until nothing it can do now is left: no attempt in flight, every
+    answer recorded, nothing due at its clock. The hand pass listens to nothing: this
+    stands in for the NOTIFY of what the probe wrote since its last run."""
+    notify(hand)
     for _ in range(turns):
-        due = await loop.turn()
-        if loop.flights:
-            await asyncio.wait(set(loop.flights))
+        due = await turn(hand)
+        if hand.flights:
+            await asyncio.wait(set(hand.flights))
             continue
-        if loop.answers:
+        if hand.answers:
             continue
-        if due is None or due > loop.clock():
+        if due is None or due > hand.clock():
             return
-    raise AssertionError("the loop did not settle")
+    raise AssertionError("the pass did not settle")
 
 
 async def endpoint(admin: httpx.AsyncClient, url: str, **over: Any) -> dict[str, Any]:

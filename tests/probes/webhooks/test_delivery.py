@@ -15,25 +15,29 @@ import httpx
 import pytest
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
-from events_svc.adapters.webhook_sender import POOL_IDLE_S, WebhookSender
+from events_svc.adapters.http import POOL_IDLE_S
+from events_svc.adapters.webhook_sender import WebhookSender
+from events_svc.backoff import WEBHOOKS
 from events_svc.egress import EgressGuard
-from events_svc.verbs.webhooks.pass_ import SCHEDULE
-from events_svc.webhook_loop import WebhookLoop
-from tests.probes.helpers import api_status
+from events_svc.loops import WebhookPass
+from tests.probes.helpers import api_status, until_true
 from tests.probes.webhooks.kit import (
     Clock,
     endpoint,
     endpoint_row,
     hand_loop,
+    lane_of,
     log,
+    notify,
     ping,
+    turn,
     turn_until_quiet,
 )
 from tests.probes.webhooks.receiver import Receiver, receiver
 
 
 async def test_a_ping_arrives_signed_and_verifies_also_during_a_rotation(
-    admin: httpx.AsyncClient, sink: Receiver, loop: WebhookLoop, clock: Clock
+    admin: httpx.AsyncClient, sink: Receiver, loop: WebhookPass, clock: Clock
 ):
     hook = await endpoint(admin, f"{sink.url}/in")
     queued = await ping(admin, hook["id"])
@@ -69,7 +73,7 @@ async def test_a_ping_arrives_signed_and_verifies_also_during_a_rotation(
 
 
 async def test_500_then_200_is_retried_after_5_s_with_the_same_webhook_id(
-    admin: httpx.AsyncClient, sink: Receiver, loop: WebhookLoop, clock: Clock
+    admin: httpx.AsyncClient, sink: Receiver, loop: WebhookPass, clock: Clock
 ):
     sink.script = ["500"]
     hook = await endpoint(admin, f"{sink.url}/in")
@@ -97,7 +101,7 @@ async def test_500_then_200_is_retried_after_5_s_with_the_same_webhook_id(
 
 
 async def test_the_schedule_is_spent_after_eight_attempts_then_failed(
-    admin: httpx.AsyncClient, sink: Receiver, loop: WebhookLoop, clock: Clock
+    admin: httpx.AsyncClient, sink: Receiver, loop: WebhookPass, clock: Clock
 ):
     sink.default = "503"
     hook = await endpoint(admin, f"{sink.url}/in")
@@ -105,7 +109,8 @@ async def test_the_schedule_is_spent_after_eight_attempts_then_failed(
     await turn_until_quiet(loop)
     # the contract's schedule, written out: a retry comes this long after each failure
     minutes = [5 / 60, 5, 30, 120, 300, 600, 600]
-    assert [wait / timedelta(minutes=1) for wait in SCHEDULE] == minutes
+    assert [wait / 60 for wait in WEBHOOKS.schedule] == minutes
+    assert WEBHOOKS.gives_up(8) and not WEBHOOKS.gives_up(7)
     for wait in minutes:
         clock.now += timedelta(minutes=wait)
         await turn_until_quiet(loop)
@@ -118,7 +123,7 @@ async def test_the_schedule_is_spent_after_eight_attempts_then_failed(
 
 
 async def test_410_disables_the_endpoint_at_once_and_enabling_clears_it(
-    admin: httpx.AsyncClient, sink: Receiver, loop: WebhookLoop
+    admin: httpx.AsyncClient, sink: Receiver, loop: WebhookPass
 ):
     sink.script = ["410"]
     hook = await endpoint(admin, f"{sink.url}/in")
@@ -146,7 +151,7 @@ async def test_410_disables_the_endpoint_at_once_and_enabling_clears_it(
 
 
 async def test_five_days_of_failures_disable_the_endpoint(
-    admin: httpx.AsyncClient, sink: Receiver, loop: WebhookLoop, clock: Clock, pool: asyncpg.Pool
+    admin: httpx.AsyncClient, sink: Receiver, loop: WebhookPass, clock: Clock, pool: asyncpg.Pool
 ):
     sink.default = "500"
     hook = await endpoint(admin, f"{sink.url}/in")
@@ -189,7 +194,7 @@ async def test_a_receiver_that_hangs_times_out_and_a_redirect_is_not_followed(
 
 
 async def test_the_guard_is_asked_again_at_delivery(
-    admin: httpx.AsyncClient, sink: Receiver, loop: WebhookLoop, app: Any
+    admin: httpx.AsyncClient, sink: Receiver, loop: WebhookPass, app: Any
 ):
     hook = await endpoint(admin, f"{sink.url}/in")
     app.state.events.egress.allow_private = False  # e.g. the name now resolves privately
@@ -213,7 +218,7 @@ async def test_a_slow_endpoint_gets_four_at_once_and_holds_no_other_back(
                 await ping(admin, tortoise["id"])
             for _ in range(3):
                 await ping(admin, hare["id"])
-            await hand.turn()  # claims both endpoints' attempts and starts them
+            await turn(hand)  # claims both endpoints' attempts and starts them
             await fast.wait_for(3, within=5)  # while the slow one holds four
             await slow.wait_for(4, within=5)
             assert slow.in_flight["/in"] == 4 and len(slow.got()) == 4
@@ -226,7 +231,7 @@ async def test_a_slow_endpoint_gets_four_at_once_and_holds_no_other_back(
 
 
 async def test_redeliver_sends_the_same_message_again_and_the_metrics_count(
-    admin: httpx.AsyncClient, sink: Receiver, loop: WebhookLoop
+    admin: httpx.AsyncClient, sink: Receiver, loop: WebhookPass
 ):
     hook = await endpoint(admin, f"{sink.url}/in")
     queued = await ping(admin, hook["id"])
@@ -257,10 +262,12 @@ async def test_a_stopped_loop_records_what_it_had_in_flight(
         hand = hand_loop(app, clock)
         hook = await endpoint(admin, f"{slow.url}/in")
         await ping(admin, hook["id"])
-        hand.start()
-        hand.notify()
+        looping = lane_of(app, hand)
+        looping.start()
+        notify(hand)
         await slow.wait_for(1, within=5)
-        await asyncio.wait_for(hand.stop(), 10)
+        await asyncio.wait_for(looping.stop(), 10)
+        await asyncio.wait_for(hand.close(), 20)  # what is in flight ends and is recorded
         assert [r["state"] for r in await log(admin, hook["id"])] == ["succeeded"]
 
 
@@ -269,21 +276,20 @@ async def test_an_idle_loop_sleeps_even_while_unheard_facts_and_empty_fan_outs_h
 ):
     hand = hand_loop(app, clock)
     turns = 0
-    turn = hand.turn
+    run = hand.run
 
-    async def counted() -> Any:
+    async def counted(*args: Any) -> Any:
         nonlocal turns
         turns += 1
-        return await turn()
+        return await run(*args)
 
-    hand.turn = counted  # type: ignore[method-assign]
-    scheduler = app.state.events  # the probe app's scheduler is off: listen for the loop
-    from events_svc.webhook_loop import WAKE_CHANNEL
-
-    async with scheduler.db().acquire() as conn:
-        await conn.add_listener(WAKE_CHANNEL, hand.notify)
-        hand.start()
-        await asyncio.sleep(0.3)
+    hand.run = counted  # type: ignore[method-assign]
+    looping = lane_of(app, hand)  # the probe app's loop is off: a loop of this pass
+    looping.start()
+    try:
+        await asyncio.wait_for(looping.listener.listening.wait(), 10)
+        lane = looping.lanes["webhooks"]
+        await until_true(lambda: lane.runs >= 1 and not lane.woken.is_set())  # asleep
         event = (
             await admin.post(
                 "/admin/events",
@@ -301,9 +307,16 @@ async def test_an_idle_loop_sleeps_even_while_unheard_facts_and_empty_fan_outs_h
             )
             assert r.status_code == 201, r.text
         await asyncio.sleep(1)
-        await hand.stop()
-        await conn.remove_listener(WAKE_CHANNEL, hand.notify)
-    assert turns <= 2  # the first turn, and perhaps its own empty fan-out's: never a spin
+    finally:
+        await looping.stop()
+        await hand.close()
+    assert turns <= 2  # the first run, and perhaps its listener's opening: never a spin
+
+
+def pools(sender: WebhookSender) -> dict[Any, Any]:
+    """The sender's connection pools, by receiver."""
+    assert sender.client.pools is not None
+    return sender.client.pools.pools
 
 
 async def test_the_sender_keeps_a_pool_per_receiver_and_closes_one_left_idle():
@@ -319,16 +332,16 @@ async def test_the_sender_keeps_a_pool_per_receiver_and_closes_one_left_idle():
         with receiver() as one, receiver() as other:
             for url in (f"{one.url}/a", f"{one.url}/b", f"{other.url}/a"):
                 await send(url)
-            assert len(sender.pools.pools) == 3  # a path is a receiver of its own
+            assert len(pools(sender)) == 3  # a path is a receiver of its own
             now[0] = POOL_IDLE_S - 1
             await send(f"{other.url}/a")  # nothing idle long enough yet
-            assert len(sender.pools.pools) == 3
+            assert len(pools(sender)) == 3
             now[0] = POOL_IDLE_S + 60
             await send(f"{other.url}/a")  # the two others were unused for 360 s: closed
-            assert [key[3] for key in sender.pools.pools] == ["/a"]
+            assert [key[3] for key in pools(sender)] == ["/a"]
             assert len(other.got()) == 3
             await send(f"{one.url}/a")  # a new pool, as on first use
-            assert len(sender.pools.pools) == 2 and len(one.got()) == 3
+            assert len(pools(sender)) == 2 and len(one.got()) == 3
     finally:
         await sender.close()
 

@@ -26,7 +26,7 @@ from events_svc.verbs.registrations import (
     register_batch_in,
     register_in,
 )
-from events_svc.verbs.webhooks import pass_
+from events_svc.verbs.webhooks import attempts
 from tests.probes.helpers import (
     Api,
     add_ticket,
@@ -268,7 +268,7 @@ async def test_the_fan_out_gives_a_company_s_fact_to_its_endpoints_and_the_platf
         await hook(pool, "registration.created")  # a platform endpoint
         await hook(pool, "registration.created", company=mine, active=False)
         await attendee(client, event["id"])
-        assert await pass_.fan_out(pool, datetime.now(UTC), 500) == (1, 2)
+        assert await attempts.fan_out(pool, datetime.now(UTC), 500) == (1, 2)
         reached = await pool.fetch(
             "SELECT w.company_id FROM event.webhook_messages m"
             " JOIN event.webhook_endpoints w ON w.id = m.endpoint_id"

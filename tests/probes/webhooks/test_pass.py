@@ -16,19 +16,22 @@ import asyncpg
 import httpx
 import pytest
 
+from events_svc.loops import WebhookPass
+from events_svc.loops.webhooks import BUSY_BATCH, BUSY_TURN_S
 from events_svc.observability import Load
 from events_svc.settings import Settings
-from events_svc.verbs.webhooks import pass_
-from events_svc.webhook_loop import BUSY_BATCH, BUSY_TURN_S, PER_ENDPOINT, WAKE_CHANNEL, WebhookLoop
-from tests.probes.helpers import make_event
+from events_svc.verbs.webhooks import PER_ENDPOINT, WAKE_CHANNEL, attempts
+from tests.probes.helpers import heard_nothing_more, make_event
 from tests.probes.webhooks.kit import (
     PII,
     Clock,
     endpoint,
     endpoint_row,
     hand_loop,
+    lane_of,
     log,
     ping,
+    turn,
     turn_until_quiet,
 )
 from tests.probes.webhooks.receiver import Receiver, receiver
@@ -47,19 +50,19 @@ async def test_two_processes_claim_at_most_four_attempts_of_one_endpoint_between
         try:
             hook = await endpoint(admin, f"{slow.url}/in")
             await pings(admin, hook["id"], 10)
-            await one.turn()
-            await other.turn()  # the endpoint's four slots are the first loop's
+            await turn(one)
+            await turn(other)  # the endpoint's four slots are the first loop's
             assert (len(one.flights), len(other.flights)) == (PER_ENDPOINT, 0)
             pool = app.state.events.db()
-            assert await pass_.claim(pool, clock(), PER_ENDPOINT, timedelta(minutes=2)) == []
+            assert await attempts.claim(pool, clock(), PER_ENDPOINT, timedelta(minutes=2)) == []
             for _ in range(40):
                 flights = one.flights | other.flights
                 if not flights and len(slow.got()) == 10:
                     break
                 if flights:
                     await asyncio.wait(flights, return_when=asyncio.FIRST_COMPLETED)
-                await other.turn()  # the second loop first: it takes freed slots too
-                await one.turn()
+                await turn(other)  # the second loop first: it takes freed slots too
+                await turn(one)
             assert len(slow.got()) == 10
             assert slow.most_in_flight["/in"] == PER_ENDPOINT
             await turn_until_quiet(one)
@@ -69,7 +72,7 @@ async def test_two_processes_claim_at_most_four_attempts_of_one_endpoint_between
             await other.sender.close()
 
 
-async def settle(loop: WebhookLoop) -> None:
+async def settle(loop: WebhookPass) -> None:
     if loop.flights:
         await asyncio.wait(set(loop.flights))
 
@@ -95,15 +98,16 @@ async def test_deliveries_yield_while_requests_keep_the_process_busy(
         hooks = [await endpoint(admin, f"{sink.url}/{n}") for n in range(3)]
         for hook in hooks:
             await pings(admin, hook["id"], 5)
-        assert await hand.tick() == BUSY_TURN_S  # more is due: the next turn after a pause
+        lane = lane_of(app, hand).lanes["webhooks"]
+        assert await lane.tick() == (BUSY_TURN_S, 0.0)  # more is due: the next after a pause
         assert hand.yielding
         await settle(hand)
         assert len(sink.got()) == BUSY_BATCH  # four of two endpoints, oldest first
-        await hand.turn()
+        await turn(hand)
         await settle(hand)
         assert len(sink.got()) == 14  # still busy: the rest up to four per endpoint
         busy.given = 0.2  # the requests left room: no pause, no batch limit
-        await hand.tick()
+        await lane.tick()
         assert not hand.yielding
         await turn_until_quiet(hand)
         assert len(sink.got()) == 15
@@ -159,12 +163,12 @@ async def test_the_requests_are_counted_in_flight_by_the_app(admin: httpx.AsyncC
 
 async def wakes(conn: asyncpg.Connection) -> asyncio.Queue[str]:
     heard: asyncio.Queue[str] = asyncio.Queue()
-    await conn.add_listener(WAKE_CHANNEL, lambda *a: heard.put_nowait(a[2]))
+    await conn.add_listener(WAKE_CHANNEL, lambda *a: heard.put_nowait(a[3]))
     return heard
 
 
 async def test_a_redelivery_and_an_endpoint_enabled_again_wake_the_passes(
-    admin: httpx.AsyncClient, settings: Settings, loop: WebhookLoop, clock: Clock
+    admin: httpx.AsyncClient, settings: Settings, loop: WebhookPass, clock: Clock
 ):
     with receiver(script=["500"]) as sink:
         hook = await endpoint(admin, f"{sink.url}/in")
@@ -181,8 +185,7 @@ async def test_a_redelivery_and_an_endpoint_enabled_again_wake_the_passes(
             await asyncio.wait_for(heard.get(), 5)
             r = await admin.patch(f"/admin/webhooks/{hook['id']}", json={"active": False})
             assert r.status_code == 200
-            await asyncio.sleep(0.1)
-            assert heard.empty()  # pausing wakes nobody
+            assert await heard_nothing_more(conn, heard, WAKE_CHANNEL)  # pausing wakes nobody
             r = await admin.patch(f"/admin/webhooks/{hook['id']}", json={"active": True})
             assert r.status_code == 200
             await asyncio.wait_for(heard.get(), 5)
@@ -193,7 +196,7 @@ async def test_a_redelivery_and_an_endpoint_enabled_again_wake_the_passes(
 
 
 async def test_turning_include_pii_off_takes_the_pii_out_of_the_kept_messages(
-    admin: httpx.AsyncClient, app: Any, loop: WebhookLoop, clock: Clock
+    admin: httpx.AsyncClient, app: Any, loop: WebhookPass, clock: Clock
 ):
     with receiver(script=["500"]) as sink:
         hook = await endpoint(admin, f"{sink.url}/in", include_pii=True)
@@ -224,7 +227,7 @@ async def test_turning_include_pii_off_takes_the_pii_out_of_the_kept_messages(
 
 
 async def test_the_sweep_forgets_old_messages_of_a_disabled_endpoint_and_old_secrets(
-    admin: httpx.AsyncClient, app: Any, loop: WebhookLoop, clock: Clock
+    admin: httpx.AsyncClient, app: Any, loop: WebhookPass, clock: Clock
 ):
     with receiver(default="500") as sink:
         paused = await endpoint(admin, f"{sink.url}/paused")
@@ -243,7 +246,7 @@ async def test_the_sweep_forgets_old_messages_of_a_disabled_endpoint_and_old_sec
         assert [d["state"] for d in await log(admin, done["id"])] == ["succeeded"]
         pool = app.state.events.db()
         later = clock() + timedelta(days=40)
-        assert await pass_.sweep(pool, later, later - timedelta(days=30), 100) == 2
+        assert await attempts.sweep(pool, later, later - timedelta(days=30), 100) == 2
         assert not await log(admin, paused["id"])  # its waiting message went too
         assert not await log(admin, done["id"])  # delivered and old
         assert sorted(d["state"] for d in await log(admin, live["id"])) == ["pending", "retrying"]
@@ -254,15 +257,15 @@ async def test_the_sweep_forgets_old_messages_of_a_disabled_endpoint_and_old_sec
 
 
 async def test_concurrent_claims_never_lease_more_than_four_attempts_of_one_endpoint(
-    admin: httpx.AsyncClient, app: Any, loop: WebhookLoop, clock: Clock
+    admin: httpx.AsyncClient, app: Any, loop: WebhookPass, clock: Clock
 ):
     hook = await endpoint(admin, "http://127.0.0.1:9/in")
     await pings(admin, hook["id"], 30)
     pool = app.state.events.db()
-    await pass_.fan_out(pool, clock(), 500)
+    await attempts.fan_out(pool, clock(), 500)
     lease = timedelta(minutes=2)
     for _ in range(5):  # each round after the last one's leases ran out
-        claims = [pass_.claim(pool, clock(), PER_ENDPOINT, lease) for _ in range(4)]
+        claims = [attempts.claim(pool, clock(), PER_ENDPOINT, lease) for _ in range(4)]
         taken = [job for jobs in await asyncio.gather(*claims) for job in jobs]
         assert len(taken) == PER_ENDPOINT  # four connections at once, four leases in all
         async with pool.acquire() as conn:
@@ -277,7 +280,7 @@ async def test_concurrent_claims_never_lease_more_than_four_attempts_of_one_endp
 
 
 async def test_a_message_made_with_pii_goes_without_it_once_the_endpoint_stops_receiving_it(
-    admin: httpx.AsyncClient, app: Any, loop: WebhookLoop, clock: Clock
+    admin: httpx.AsyncClient, app: Any, loop: WebhookPass, clock: Clock
 ):
     hook = await endpoint(admin, "http://127.0.0.1:9/in", include_pii=True)
     event = await make_event(admin)
@@ -285,20 +288,20 @@ async def test_a_message_made_with_pii_goes_without_it_once_the_endpoint_stops_r
     r = await admin.post("/admin/registrations", json={"event_id": event["id"], **person})
     assert r.status_code == 201, r.text
     pool = app.state.events.db()
-    await pass_.fan_out(pool, clock(), 500)
+    await attempts.fan_out(pool, clock(), 500)
     async with pool.acquire() as conn:
         # what a fan-out that overlapped the patch turning include_pii off leaves behind
         await conn.execute(
             "UPDATE event.webhook_endpoints SET include_pii = false WHERE id = $1", hook["id"]
         )
-    (job,) = await pass_.claim(pool, clock(), PER_ENDPOINT, timedelta(minutes=2))
+    (job,) = await attempts.claim(pool, clock(), PER_ENDPOINT, timedelta(minutes=2))
     sent = json.loads(job.body)["data"]
     assert not PII & set(sent) and sent["event_name"] == event["name"]
     assert b"ada@example.org" not in job.body
     kept = "SELECT body, pii_keys FROM event.webhook_messages WHERE endpoint_id = $1"
     async with pool.acquire() as conn:
         assert (await conn.fetchrow(kept, hook["id"]))["pii_keys"] is not None
-    await pass_.sweep(pool, clock(), clock() - timedelta(days=30), 100)
+    await attempts.sweep(pool, clock(), clock() - timedelta(days=30), 100)
     async with pool.acquire() as conn:
         row = await conn.fetchrow(kept, hook["id"])
     assert row["pii_keys"] is None and "ada@example.org" not in row["body"]
@@ -306,7 +309,7 @@ async def test_a_message_made_with_pii_goes_without_it_once_the_endpoint_stops_r
 
 
 async def test_deleting_an_endpoint_waits_for_a_recording_pass_and_never_deadlocks_it(
-    admin: httpx.AsyncClient, settings: Settings, loop: WebhookLoop, clock: Clock
+    admin: httpx.AsyncClient, settings: Settings, loop: WebhookPass, clock: Clock
 ):
     with receiver(default="500") as sink:
         hook = await endpoint(admin, f"{sink.url}/in")

@@ -18,8 +18,8 @@ import httpx
 import pytest
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
-from events_svc.verbs.webhooks.pass_ import SCHEDULE
-from events_svc.webhook_loop import WebhookLoop
+from events_svc.backoff import WEBHOOKS
+from events_svc.loops import WebhookPass
 from tests.probes.helpers import add_ticket, make_event
 from tests.probes.webhooks.kit import (
     PII,
@@ -106,7 +106,7 @@ def no_pii_anywhere(body: bytes, values: list[str]) -> None:
 
 
 async def test_a_registration_body_carries_pii_only_for_an_include_pii_endpoint(
-    admin: httpx.AsyncClient, sink: Receiver, loop: WebhookLoop, pool: asyncpg.Pool
+    admin: httpx.AsyncClient, sink: Receiver, loop: WebhookPass, pool: asyncpg.Pool
 ) -> None:
     with_pii = await endpoint(admin, f"{sink.url}/pii", include_pii=True)
     without = await endpoint(admin, f"{sink.url}/plain")
@@ -160,7 +160,7 @@ async def test_a_registration_body_carries_pii_only_for_an_include_pii_endpoint(
 
 
 async def test_a_name_that_resolves_privately_at_delivery_is_refused_without_connecting(
-    admin: httpx.AsyncClient, sink: Receiver, loop: WebhookLoop, clock: Clock, app: Any
+    admin: httpx.AsyncClient, sink: Receiver, loop: WebhookPass, clock: Clock, app: Any
 ) -> None:
     guard = app.state.events.egress
     guard.allow_private = False  # the probes' settings: private addresses not allowed
@@ -188,7 +188,7 @@ async def test_a_name_that_resolves_privately_at_delivery_is_refused_without_con
     assert [(r["attempt"], r["state"]) for r in rows] == [(2, "pending"), (1, "retrying")]
     first = rows[1]
     assert (first["error"], first["response_status"]) == ("address_not_allowed", None)
-    assert at(rows[0]["next_attempt_at"]) == clock.now + SCHEDULE[0]
+    assert at(rows[0]["next_attempt_at"]) == clock.now + WEBHOOKS.delay(1)
     assert {r["message_id"] for r in rows} == {queued["message_id"]}
     # the retry, on schedule: the name now answers loopback, where the receiver listens;
     # were the guard skipped, the receiver would get it
@@ -205,11 +205,11 @@ async def test_a_name_that_resolves_privately_at_delivery_is_refused_without_con
         (2, "retrying", "address_not_allowed"),
         (1, "retrying", "address_not_allowed"),
     ]
-    assert at(rows[0]["next_attempt_at"]) == clock.now + SCHEDULE[1]
+    assert at(rows[0]["next_attempt_at"]) == clock.now + WEBHOOKS.delay(2)
     # an operator who trusts the network: the next attempt connects to the address the
     # resolver answered (the name itself resolves nowhere), the same message
     guard.allow_private = True
-    clock.now += SCHEDULE[1]
+    clock.now += WEBHOOKS.delay(2)
     await turn_until_quiet(loop)
     (got,) = sink.got("/in")
     assert got.headers["webhook-id"] == queued["message_id"]
@@ -222,7 +222,7 @@ def order_line(event_id: str, n: int) -> dict[str, Any]:
 
 
 async def test_an_order_refused_after_its_first_line_wrote_facts_sends_nothing(
-    admin: httpx.AsyncClient, sink: Receiver, loop: WebhookLoop, pool: asyncpg.Pool
+    admin: httpx.AsyncClient, sink: Receiver, loop: WebhookPass, pool: asyncpg.Pool
 ) -> None:
     # No correction can be made to fail after its fact through HTTP (every check comes
     # before `_record_update`); the sale seam can: each line registers (writing its
@@ -259,7 +259,7 @@ async def test_an_order_refused_after_its_first_line_wrote_facts_sends_nothing(
 
 
 async def test_redeliver_while_a_retry_waits_makes_that_attempt_due_now(
-    admin: httpx.AsyncClient, sink: Receiver, loop: WebhookLoop, clock: Clock
+    admin: httpx.AsyncClient, sink: Receiver, loop: WebhookPass, clock: Clock
 ) -> None:
     sink.script = ["500"]
     hook = await endpoint(admin, f"{sink.url}/in")

@@ -26,7 +26,7 @@ import httpx
 import pytest
 
 from events_svc.verbs.tokens import create_token
-from tests.probes.helpers import event_body, serve_processes
+from tests.probes.helpers import event_body, serve_processes, until_listening
 from tests.probes.webhooks.receiver import receiver
 
 SEATS = 60
@@ -47,7 +47,6 @@ def services(
         "EVENTS_LOG_LEVEL": "WARNING",
     }
     with serve_processes(db_url, logs, n, **env) as procs:
-        time.sleep(0.5)  # the loops have listened before the first write
         yield procs
 
 
@@ -86,6 +85,7 @@ async def test_a_process_killed_mid_delivery_loses_no_committed_fact_and_sends_n
     with receiver(default="slow", delay_s=0.5) as sink, services(db_url, tmp_path) as procs:
         (victim_base, victim), (survivor_base, _) = procs
         bases = [victim_base, survivor_base]
+        await until_listening(pool, 2)  # both loops hear the first write
         async with httpx.AsyncClient(timeout=30, headers=auth) as http:
             r = await http.post(
                 f"{victim_base}{API}/admin/events", json=event_body(seats_max=SEATS)

@@ -12,7 +12,7 @@ API's scope for that list); a desk-only token types or follows the event id inst
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Annotated, Any
 from uuid import UUID
 
@@ -33,6 +33,7 @@ from events_svc.console.web import (
     signed_note,
     validation_errors,
 )
+from events_svc.documents import when
 from events_svc.models.desk import DeskScan
 from events_svc.routes.deps import ServiceContext
 from events_svc.verbs import desk
@@ -71,7 +72,7 @@ def _uuid(value: str | None) -> UUID | None:
 
 def _utc(value: Any) -> str:
     instant = value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
-    return f"{instant.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
+    return when(instant, "UTC")
 
 
 def _receipt(result: dict[str, Any]) -> dict[str, Any]:

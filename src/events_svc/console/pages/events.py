@@ -28,10 +28,9 @@ from pydantic import ValidationError
 
 from events_svc import errors
 from events_svc.actors import Actor
-from events_svc.console.pages import waitlist
+from events_svc.console.pages import waitlist_section as waitlist
 from events_svc.console.web import (
     FieldError,
-    Form,
     Posted,
     StudioCtx,
     needs,
@@ -40,16 +39,14 @@ from events_svc.console.web import (
     refusal_errors,
     see_other,
     validation_errors,
-    when,
     zone,
 )
+from events_svc.documents import when
 from events_svc.links import BASE_PATH
-from events_svc.models import PublishBody, WaitlistSettingsBody
+from events_svc.models import PublishBody
 from events_svc.routes.deps import ServiceContext
 from events_svc.routes.event_page import PATH as EVENT_PAGE_PATH
-from events_svc.scheduler import offer_options
 from events_svc.verbs import badges, public
-from events_svc.verbs import waitlist as waitlist_verbs
 from events_svc.verbs.events import catalog, lifecycle, publication, tickets
 from events_svc.verbs.events import records as verbs
 
@@ -537,104 +534,3 @@ async def print_badges(request: Request, ctx: StudioCtx, actor: Pii, event_id: U
 
 
 # --- the waiting list -------------------------------------------------------------------
-
-WaitlistWrite = Annotated[Actor, needs("registration:write")]
-
-
-@router.post("/events/{event_id}/waitlist-settings")
-async def waitlist_settings(
-    request: Request, ctx: StudioCtx, actor: Write, event_id: UUID, form: Posted
-) -> Any:
-    """PUT /admin/events/{id}/waitlist-settings with the form's fields (the body model's
-    checks, then the verb's); a refusal shows on the detail, the values kept."""
-    typed = waitlist.settings_values(form)
-    try:
-        body = WaitlistSettingsBody.model_validate(typed)
-    except ValidationError as exc:
-        return await detail_page(
-            request,
-            ctx,
-            actor,
-            event_id,
-            problems=waitlist.settings_problems(exc),
-            status_code=422,
-            waitlist_typed=typed,
-        )
-    return await act(
-        request,
-        ctx,
-        actor,
-        event_id,
-        lambda: waitlist_verbs.put_settings(
-            ctx.db(),
-            ctx.ports.template_renderer,
-            actor,
-            event_id,
-            body.model_dump(),
-            ctx.clock(),
-        ),
-        "waitlist_saved",
-        waitlist_typed=typed,
-    )
-
-
-EntryVerb = Callable[[], Awaitable[dict[str, Any]]]
-
-
-async def entry_action(
-    request: Request, ctx: ServiceContext, actor: Actor, form: Form, verb: EntryVerb, done: str
-) -> Any:
-    """Run an entry's verb; back to its event's page and the same view of the list. A
-    refusal shows on the page the form was sent from (its hidden `event_id`); a 404 (an
-    entry that does not exist, or another company's) is the error page."""
-    query = waitlist.list_query(form.values)
-    try:
-        entry = await verb()
-    except errors.DomainError as exc:
-        back = waitlist.event_of(form)
-        if exc.status not in FORM_REFUSALS or back is None or not actor.has("event:read"):
-            raise
-        return await detail_page(
-            request,
-            ctx,
-            actor,
-            back,
-            problems=refusal_errors(exc),
-            status_code=exc.status,
-            waitlist_query=query,
-        )
-    return see_other(request, f"/events/{entry['event_id']}", done=done, **query.kept())
-
-
-@router.post("/waitlist/{entry_id}/offer")
-async def waitlist_offer(
-    request: Request, ctx: StudioCtx, actor: WaitlistWrite, entry_id: UUID, form: Posted
-) -> Any:
-    """POST /admin/waitlist/{id}/offer: the entry's seats are offered now, out of turn
-    (409 `event_seats_exhausted` when they are not free)."""
-    return await entry_action(
-        request,
-        ctx,
-        actor,
-        form,
-        lambda: waitlist_verbs.offer_now(
-            ctx.db(), ctx.ports, offer_options(ctx.settings), actor, entry_id, ctx.clock()
-        ),
-        "waitlist_offered",
-    )
-
-
-@router.post("/waitlist/{entry_id}/remove")
-async def waitlist_remove(
-    request: Request, ctx: StudioCtx, actor: WaitlistWrite, entry_id: UUID, form: Posted
-) -> Any:
-    """DELETE /admin/waitlist/{id}: the entry is taken off the list (a held offer is
-    released)."""
-    return await entry_action(
-        request,
-        ctx,
-        actor,
-        form,
-        lambda: waitlist_verbs.remove_entry(ctx.db(), actor, entry_id, ctx.clock()),
-        "waitlist_removed",
-    )

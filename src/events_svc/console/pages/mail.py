@@ -31,8 +31,8 @@ from events_svc.console.web import (
     query_text,
     refusal_errors,
     see_other,
-    when,
 )
+from events_svc.documents import when
 from events_svc.verbs.events import records as event_verbs
 from events_svc.verbs.mail import lines, outbox, templates
 

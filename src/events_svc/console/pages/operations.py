@@ -31,6 +31,7 @@ from events_svc.console.web import (
     see_other,
     validation_errors,
 )
+from events_svc.documents import when
 from events_svc.models import OperationCreate
 from events_svc.models.operations import PARAMS_OF_KIND
 from events_svc.routes.deps import ServiceContext, parse_if_match
@@ -88,8 +89,7 @@ def _shown(value: Any, zone: tzinfo | None) -> str:
             return str(value)
     if not isinstance(value, datetime):
         return "—"
-    local = value.astimezone(zone or UTC)
-    return f"{local:%Y-%m-%d %H:%M} ({zone or 'UTC'})"
+    return when(value, str(zone) if zone is not None else "UTC")
 
 
 def _instant(text: str, zone: tzinfo | None) -> str:

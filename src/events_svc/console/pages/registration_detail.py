@@ -33,6 +33,7 @@ from events_svc.console.web import (
     see_other,
     validation_errors,
 )
+from events_svc.documents import when as in_zone_words
 from events_svc.models import REGISTRATION_WRITABLE, ReasonBody, RegistrationPatch
 from events_svc.routes.deps import Cursor, ServiceContext, parse_if_match, pii_full
 from events_svc.verbs import public
@@ -58,10 +59,9 @@ _FORM_STATUSES = (409, 412, 422, 428)
 
 
 def when(value: datetime | None) -> str:
-    """An instant as the console shows it: UTC, to the minute."""
-    if value is None:
-        return ""
-    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    """An instant of the registration's history as the console shows it (in UTC, named;
+    the one presenter of instants, `documents.when`), or nothing."""
+    return in_zone_words(value, "UTC") if value is not None else ""
 
 
 async def event_name(ctx: ServiceContext, actor: Actor, event_id: UUID) -> str | None:

@@ -14,7 +14,8 @@ from uuid import UUID
 from pydantic import ValidationError
 
 from events_svc import errors
-from events_svc.console.web import FieldError, Form, refusal_errors, validation_errors, when
+from events_svc.console.web import FieldError, Form, refusal_errors, validation_errors
+from events_svc.documents import when
 from events_svc.models import WebhookEndpointBody, WebhookEndpointPatch
 
 # the closed list, with what each type means (docs/api.md, "Webhooks")

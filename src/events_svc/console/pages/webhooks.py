@@ -38,8 +38,8 @@ from events_svc.console.web import (
     query_text,
     refusal_errors,
     see_other,
-    when,
 )
+from events_svc.documents import when
 from events_svc.routes.deps import ServiceContext
 from events_svc.verbs import webhooks as verbs
 

@@ -28,8 +28,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse, RedirectResponse
 from pydantic import ValidationError
 
-from events_svc import errors
-from events_svc.capabilities import ICS
+from events_svc import capabilities, errors
 from events_svc.models import PUBLIC_ERRORS, WaitlistJoin, json_error_responses
 from events_svc.pages import FORM_POLICY, ICS_HOLE, EventForm, render_event
 from events_svc.pages.event import Alert
@@ -108,7 +107,7 @@ async def _answer(
     }
     if page["event"]["is_public"]:
         expires = now + timedelta(seconds=ctx.settings.ics_ttl_s)
-        tokens["ics"] = ctx.codec.mint(ICS, {"e": str(event_id), "s": None}, expires)
+        tokens["ics"] = capabilities.mint_ics(ctx.codec, event_id, None, expires)
         urls["ics"] = link(request, "public_ics", ICS_HOLE)
     html = await render_event(page, form, urls=urls, tokens=tokens, intake=intake)
     answer = HTMLResponse(html, status_code=status_code, headers=headers)

@@ -29,7 +29,7 @@ from events_svc.db import Connection, Pool, connection, must, transaction
 from events_svc.verbs.attendance.batch import ImportOptions, audit_job, run_import_pass
 from events_svc.verbs.attendance.parse import StoredRow
 from events_svc.verbs.audit import write_audit
-from events_svc.verbs.mail import wake_schedulers
+from events_svc.verbs.jobs import wake_jobs
 
 RESUME_BUDGET_S = 10.0
 RESUME_BATCHES = 10_000  # bounded by the budget first
@@ -137,7 +137,7 @@ async def create_import(
                 [r.barcode for r in rows],
                 [r.registration_id for r in rows],
             )
-            await wake_schedulers(conn, event_id)
+            await wake_jobs(conn)
         malformed = sum(1 for r in rows if r.malformed)
         summary = {"total": len(rows), "malformed": malformed, "state": claimed["state"]}
         await write_audit(
@@ -200,6 +200,7 @@ async def resume_import(
         if job["state"] in ("paused", "failed"):
             after = must(await conn.fetchrow(_REVIVE, job_id, now))["state"]
             await audit_job(conn, actor, job_id, job["event_id"], job["state"], after, resumed=True)
+            await wake_jobs(conn)  # what the resume budget leaves is the loops'
     whole = dataclasses.replace(options, cap=RESUME_BATCHES)
     await run_import_pass(pool, whole, now, job_id=job_id, budget_s=RESUME_BUDGET_S)
     return await get_import(pool, actor, job_id)

@@ -1,63 +1,46 @@
-"""The drainer's statements: claim due outbox rows with a lease, record each answer.
+"""The outbox's claims and the one rule of an attempt's answer.
 
-A claim is one short transaction: the due rows of the channels this process can send
-(`queued`, `retrying`, or `sending` whose lease ran out: a drainer that died holding them),
-oldest due first, `FOR UPDATE SKIP LOCKED` so that any number of processes claim disjoint
-rows; each becomes `sending` until `lease_until`. The messages are then sent outside any
-transaction, and `record` writes every answer of a batch in one statement, only onto rows
-this claim still holds (same lease): a drainer whose lease ran out and whose rows were
-claimed again records nothing over the new holder. `attempts` grows by one for each
-message actually tried; a message the drainer did not try (its relay went down earlier in
-the batch, or the batch ran out of time) is written back without an attempt. A process
-killed between the relay's answer and the record sends those messages again after the
-lease (at least once; the same `Message-ID`).
+A claim is the one leased queue's (`verbs.leases.OUTBOX`): the due rows of the channels
+this process can send (`queued`, `retrying`, or `sending` whose lease ran out: a drainer
+that died holding them), an operator's retried messages first, then oldest due first,
+each `sending` until the lease ends. The messages are then sent outside any transaction,
+and `record` writes every answer of a batch in one statement, onto the rows the claim's
+token still holds. `attempts` grows by one for each message actually tried; a message
+the drainer did not try because its relay went down earlier in the batch takes the
+relay's failure without an attempt; one it did not try because the batch ran out of time
+is given back as it was (`give_back`). A process killed between the relay's answer and
+the record sends those messages again after the lease (at least once; the same
+`Message-ID`).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from uuid import UUID
 
-from events_svc.db import Pool, affected, connection, transaction
+from events_svc.backoff import OUTBOX
+from events_svc.db import Pool, affected, connection
 from events_svc.ports import DeliveryErrorKind, DeliveryFailure, QueuedMessage
+from events_svc.verbs.leases import OUTBOX as QUEUE
+from events_svc.verbs.leases import Lease
 
-RETRY_FIRST = timedelta(minutes=1)  # a temporary failure: 1 min, doubling up to 1 h
-RETRY_MAX = timedelta(hours=1)
-RETRY_WINDOW = timedelta(hours=48)  # after created_at: then `failed` (`expired`)
 _RETRIED = frozenset(
     {DeliveryErrorKind.CONNECTION, DeliveryErrorKind.TIMEOUT, DeliveryErrorKind.TEMPORARY}
 )
-
-_CLAIM = """
-WITH due AS (
-    SELECT id, delivery_state AS was FROM event.outbox_messages
-    WHERE delivery_state IN ('queued', 'retrying', 'sending') AND next_attempt_at <= $1
-      AND channel = ANY($2::event.notification_channel[])
-    ORDER BY next_attempt_at
-    LIMIT $3
-    FOR UPDATE SKIP LOCKED
-)
-UPDATE event.outbox_messages o
-SET delivery_state = 'sending', lease_until = $4,
-    next_attempt_at = $4  -- a lease that runs out makes the row due again
-FROM due WHERE o.id = due.id
-RETURNING o.id, o.channel::text AS channel, o.message_id, o.recipient, o.sender, o.reply_to,
-    o.subject, o.body, o.attachments, o.event_id, o.registration_id, o.created_at, o.attempts,
-    due.was::text AS was
-"""
 _RECORD = """
 UPDATE event.outbox_messages o
 SET delivery_state = r.state::event.delivery_state, next_attempt_at = r.next_at,
-    sent_at = r.sent_at, lease_until = NULL,
+    sent_at = r.sent_at, lease_until = NULL, lease_token = NULL,
     attempts = o.attempts + CASE WHEN r.tried THEN 1 ELSE 0 END,
-    -- a message given back untried keeps the error of its last attempt
+    -- a message not tried keeps the error of its last attempt, unless the relay's is given
     last_error = CASE WHEN r.tried OR r.error IS NOT NULL THEN r.error::jsonb
                       ELSE o.last_error END
 FROM unnest($1::uuid[], $2::text[], $3::timestamptz[], $4::timestamptz[], $5::text[],
     $6::boolean[]) AS r(id, state, next_at, sent_at, error, tried)
-WHERE o.id = r.id AND o.delivery_state = 'sending' AND o.lease_until = $7
+WHERE o.id = r.id AND o.id = ANY($7::uuid[])  -- the rows the claim still holds
 """
 _NEXT_DUE = """
 SELECT min(next_attempt_at) FROM event.outbox_messages
@@ -69,24 +52,24 @@ WHERE delivery_state IN ('queued', 'retrying', 'sending')
 @dataclass(frozen=True)
 class Claimed:
     """One message of a claim, with what the answer's rule needs: the attempts made
-    before this claim, and the state it was claimed from."""
+    before this claim, and whether an operator's retry put it first."""
 
     message: QueuedMessage
     created_at: datetime
     attempts: int
-    was: str = "queued"
+    retried: bool = False
 
 
 @dataclass(frozen=True)
 class Claim:
-    """The rows one claim holds until `lease_until` (the token `record` checks)."""
+    """The messages one claim holds, and the lease that holds them."""
 
-    lease_until: datetime
+    lease: Lease
     rows: list[Claimed]
 
 
 @dataclass(frozen=True)
-class Settled:
+class Outcome:
     """What an answer makes of a row: its state, when it is due again (None once sent or
     failed), its error, and whether the message was tried (one more attempt)."""
 
@@ -97,13 +80,7 @@ class Settled:
     tried: bool = True
 
 
-def retry_delay(attempts: int) -> timedelta:
-    """1 min after the first attempt, doubling, never more than 1 h."""
-    doubled = RETRY_FIRST * (1 << min(max(attempts - 1, 0), 20))
-    return min(doubled, RETRY_MAX)
-
-
-def settle(
+def outcome_of(
     failure: DeliveryFailure | None,
     created_at: datetime,
     attempts: int,
@@ -111,36 +88,27 @@ def settle(
     *,
     tried: bool = True,
     wait: timedelta | None = None,
-) -> Settled:
+) -> Outcome:
     """The one rule of an answer: accepted → `sent`; a temporary failure (a 4xx, a refused
-    or dropped connection, a timeout) → `retrying` after `wait` (by default the back-off of
-    `attempts`, the attempts made so far), until 48 h after the message was written, then
+    or dropped connection, a timeout) → `retrying` after `wait` (by default the outbox's
+    back-off after `attempts` attempts), until 48 h after the message was written, then
     `failed` (`expired`); anything else → `failed`. A message not tried because its relay
     is down takes the relay's failure with `tried` false (no attempt counted)."""
     if failure is None:
-        return Settled("sent", None, now, None)
+        return Outcome("sent", None, now, None)
     error: dict[str, object] = {
         "kind": failure.kind.value,
         "code": failure.code,
         "detail": failure.detail[:300],
     }
     if failure.kind not in _RETRIED:
-        return Settled("failed", None, None, error, tried)
-    if now >= created_at + RETRY_WINDOW:
+        return Outcome("failed", None, None, error, tried)
+    if OUTBOX.gives_up(0, written_at=created_at, now=now):
         last = f"{failure.kind.value}: {failure.detail}"[:250]
         expired = {**error, "kind": "expired", "detail": f"retried for 48 h; last {last}"}
-        return Settled("failed", None, None, expired, tried)
-    delay = wait if wait is not None else retry_delay(attempts)
-    return Settled("retrying", now + delay, None, error, tried)
-
-
-def give_back(row: Claimed, now: datetime) -> Settled:
-    """A claimed message the drainer did not try (its batch ran out of time): back to the
-    state it was claimed from, due now, its attempts and last error unchanged."""
-    state = row.was
-    if state == "sending":  # claimed from a drainer that died: as it was before that
-        state = "retrying" if row.attempts else "queued"
-    return Settled(state, now, None, None, tried=False)
+        return Outcome("failed", None, None, expired, tried)
+    delay = wait if wait is not None else OUTBOX.delay(attempts)
+    return Outcome("retrying", now + delay, None, error, tried)
 
 
 def _message(row: dict[str, object]) -> QueuedMessage:
@@ -162,37 +130,50 @@ def _message(row: dict[str, object]) -> QueuedMessage:
 
 
 async def claim_due(
-    pool: Pool, channels: list[str], now: datetime, limit: int, lease: timedelta
+    pool: Pool,
+    channels: list[str],
+    now: datetime,
+    limit: int,
+    lease: timedelta,
+    retried: Sequence[UUID] = (),
 ) -> Claim:
-    """Claim up to `limit` due messages of `channels` until `now + lease`."""
-    lease_until = now + lease
-    async with transaction(pool) as conn:
-        rows = await conn.fetch(_CLAIM, now, channels, limit, lease_until)
+    """Claim up to `limit` due messages of `channels` until `now + lease`; the `retried`
+    ones (an operator's retry) first."""
+    claim = await QUEUE.claim(pool, now, limit, lease, channels, list(retried))
+    rows = sorted(claim.rows, key=lambda r: (not r["retried"], r["created_at"], r["id"]))
     claimed = [
-        Claimed(_message(dict(r)), r["created_at"], r["attempts"], r["was"])
-        for r in sorted(rows, key=lambda r: (r["created_at"], r["id"]))
+        Claimed(_message(r), r["created_at"], r["attempts"], bool(r["retried"])) for r in rows
     ]
-    return Claim(lease_until, claimed)
+    return Claim(claim.lease, claimed)
 
 
-async def record(pool: Pool, claim: Claim, answers: list[tuple[UUID, Settled]]) -> int:
+async def record(pool: Pool, claim: Claim, answers: list[tuple[UUID, Outcome]]) -> int:
     """Write the answers of one claim in one statement; answers how many rows it still
     held (a row whose lease ran out and was claimed again is left to its new holder)."""
     if not answers:
         return 0
     ids, states, next_at, sent_at, errors, tried = [], [], [], [], [], []
-    for row_id, settled in answers:
+    for row_id, outcome in answers:
         ids.append(row_id)
-        states.append(settled.state)
-        next_at.append(settled.next_attempt_at)
-        sent_at.append(settled.sent_at)
-        errors.append(json.dumps(settled.error) if settled.error is not None else None)
-        tried.append(settled.tried)
-    async with transaction(pool) as conn:
+        states.append(outcome.state)
+        next_at.append(outcome.next_attempt_at)
+        sent_at.append(outcome.sent_at)
+        errors.append(json.dumps(outcome.error) if outcome.error is not None else None)
+        tried.append(outcome.tried)
+    token = claim.lease.token
+    async with QUEUE.holding(pool, [(i, token) for i in ids]) as (conn, held):
+        if not held:
+            return 0
         status = await conn.execute(
-            _RECORD, ids, states, next_at, sent_at, errors, tried, claim.lease_until
+            _RECORD, ids, states, next_at, sent_at, errors, tried, list(held)
         )
     return affected(status)
+
+
+async def give_back(pool: Pool, claim: Claim, ids: Sequence[UUID], now: datetime) -> int:
+    """Messages of the claim that were not tried (the batch ran out of time): back to
+    the queue as they were, due now, their attempts and last error unchanged."""
+    return await QUEUE.give_back(pool, [(i, claim.lease.token) for i in ids], now)
 
 
 async def next_delivery_due(pool: Pool, channels: list[str]) -> datetime | None:

@@ -17,6 +17,9 @@ from datetime import datetime
 from events_svc.db import Pool, transaction
 
 FEED_BATCH = 1000  # triggers per feed transaction
+# the dispatcher LISTENs here: written triggers NOTIFY it at commit (the `triggers` table's
+# trigger), and so does a purpose's template set (its parked receipts released)
+WAKE_CHANNEL = "event_dispatch_due"
 
 _LOCK_CURSOR = """
 SELECT position FROM event.trigger_dispatch_cursor WHERE singleton

@@ -4,7 +4,7 @@ The context is the scheduler mails' own (`verbs.mail.send` builds both): the eve
 comes from the trigger's context (dates, zone, location: the event as the change left
 it) and the event row (name, url); the registration, ticket and slot parts from their
 rows now. A calendar purpose (`event_rescheduled`, `event_cancelled`) attaches one `.ics`
-built by the public calendar's builder (`verbs.public.build_calendar`): the event's
+built by the public calendar's builder (`documents.build_calendar`): the event's
 stable UID (the slot form for a slot registration), the trigger's `SEQUENCE`,
 `METHOD:REQUEST` with the new times or `METHOD:CANCEL` with `STATUS:CANCELLED`, the
 sender as ORGANIZER and the attendee as ATTENDEE. A retry builds the same calendar: its
@@ -20,9 +20,9 @@ from typing import Any, NamedTuple
 from icalendar import vCalAddress
 from icalendar.parser import Contentline
 
+from events_svc.documents import build_calendar
 from events_svc.ports import Attachment, OutgoingMessage, Rendered, attachments_of
 from events_svc.verbs.mail import LinkBuilder, send
-from events_svc.verbs.public import build_calendar
 
 CALENDAR_PURPOSES = ("event_rescheduled", "event_cancelled")
 CALENDAR_FILE = "invite.ics"

@@ -4,15 +4,17 @@ A batch settles every receipt it claimed in ONE statement, in the transaction th
 the messages: `sent`; `skipped` with a kind (the attendee left, has no usable address,
 a later calendar change replaced this one, the event was archived, or cancelled since a
 reminder or follow-up was written): settled for good;
-or `parked` with a kind, a safe detail and a back-off like a scheduler line's (one
-minute after the first parking, doubling up to an hour: `verbs.mail.failures.backoff`).
+or `parked` with a kind, a safe detail and a back-off (`backoff.TRIGGER_RECEIPTS`: one
+minute after the first parking, doubling up to an hour). Settling clears the claim's
+lease.
 A parked receipt is claimed again once its back-off is over; setting its purpose's
 template releases it at once.
 
 Parking is logged as a warning when it starts for a (purpose, kind) (no other receipt
 of the purpose is parked with that kind), and at debug level while it repeats; the
 release of a purpose's last parked receipt is logged once. A batch that raised rolled
-back whole: its receipts are parked `batch_failed` in a new transaction.
+back whole: its receipts the claim still holds are parked `batch_failed` in a new
+transaction.
 """
 
 from __future__ import annotations
@@ -23,9 +25,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from events_svc.db import Connection, Pool, transaction
+from events_svc.backoff import TRIGGER_RECEIPTS
+from events_svc.db import Connection, Pool
 from events_svc.diagnostics import error_fields
-from events_svc.verbs.mail import backoff
+from events_svc.verbs.leases import TRIGGER_RECEIPTS as QUEUE
+from events_svc.verbs.leases import Claim
 
 log = logging.getLogger("events_svc.dispatch")
 
@@ -54,6 +58,7 @@ _SETTLE = """
 UPDATE event.trigger_dispatch_receipts d
 SET state = x.state::event.trigger_dispatch_state, error_kind = x.kind, error_detail = x.detail,
     attempts = x.attempts, next_attempt_at = x.retry_at, updated_at = $1,
+    lease_until = NULL, lease_token = NULL,
     settled_at = CASE WHEN x.state IN ('sent', 'skipped') THEN $1::timestamptz END
 FROM unnest($2::uuid[], $3::text[], $4::text[], $5::text[], $6::int[], $7::timestamptz[])
     AS x(trigger_id, state, kind, detail, attempts, retry_at)
@@ -69,11 +74,8 @@ _STILL_PARKED = """
 SELECT DISTINCT purpose::text AS purpose FROM event.trigger_dispatch_receipts
 WHERE state = 'parked' AND purpose = ANY($1::event.trigger_purpose[])
 """
-_LOCK_FAILED = """
-SELECT trigger_id, attempts FROM event.trigger_dispatch_receipts
-WHERE trigger_id = ANY($1::uuid[]) AND state IN ('pending', 'parked')
-ORDER BY trigger_id
-FOR UPDATE SKIP LOCKED  -- the batch rolled back: a receipt held now is another's to settle
+_ATTEMPTS = """
+SELECT trigger_id, attempts FROM event.trigger_dispatch_receipts WHERE trigger_id = ANY($1::uuid[])
 """
 
 
@@ -98,7 +100,7 @@ class Settlement:
         return Counter([k for _, k in self.skipped] + [k for _, k, _ in self.parked])
 
 
-async def settle(conn: Connection, s: Settlement, now: datetime) -> None:
+async def write_settlements(conn: Connection, s: Settlement, now: datetime) -> None:
     """Write the batch's settlements in one statement, and log parking that starts and
     purposes that recover."""
     columns: list[tuple[Any, ...]] = []
@@ -108,7 +110,7 @@ async def settle(conn: Connection, s: Settlement, now: datetime) -> None:
         columns.append((row["trigger_id"], "skipped", kind, None, row["attempts"], None))
     for row, kind, detail in s.parked:
         attempts = int(row["attempts"]) + 1
-        retry_at = now + backoff(attempts)
+        retry_at = now + TRIGGER_RECEIPTS.delay(attempts)
         columns.append((row["trigger_id"], "parked", kind, detail or None, attempts, retry_at))
     if not columns:
         return
@@ -140,7 +142,7 @@ async def _log_parking(conn: Connection, s: Settlement, now: datetime) -> None:
             "detail": rows[0][1],
             "receipts": len(rows),
             "attempts": attempts,
-            "next_attempt_at": (now + backoff(attempts)).isoformat(),
+            "next_attempt_at": (now + TRIGGER_RECEIPTS.delay(attempts)).isoformat(),
         }
         level = logging.DEBUG if repeat else logging.WARNING
         log.log(level, "trigger dispatch parking", extra={"fields": fields})
@@ -158,22 +160,22 @@ async def _log_recovery(conn: Connection, s: Settlement) -> None:
 
 
 async def park_failed_batch(
-    pool: Pool, rows: list[dict[str, Any]], exc: Exception, now: datetime
+    pool: Pool, claim: Claim, rows: list[dict[str, Any]], exc: Exception, now: datetime
 ) -> Settlement:
-    """A batch that raised was rolled back: park its receipts `batch_failed` (the error's
-    class as the detail, never its message) in a new transaction. If even that fails, the
-    database is away and the caller's pass fails."""
+    """A batch that raised was rolled back: park the receipts the claim still holds
+    `batch_failed` (the error's class as the detail, never its message) in a new
+    transaction. If even that fails, the database is away and the caller's pass fails."""
     s = Settlement(failed=True)
-    async with transaction(pool) as conn:
-        held = {
-            r["trigger_id"]: int(r["attempts"])
-            for r in await conn.fetch(_LOCK_FAILED, [row["trigger_id"] for row in rows])
+    held = [(row["trigger_id"], claim.lease.token) for row in rows]
+    async with QUEUE.holding(pool, held) as (conn, kept):
+        attempts = {
+            r["trigger_id"]: int(r["attempts"]) for r in await conn.fetch(_ATTEMPTS, sorted(kept))
         }
         for row in rows:
-            if row["trigger_id"] in held:
-                current = {**row, "attempts": held[row["trigger_id"]]}
+            if row["trigger_id"] in attempts:
+                current = {**row, "attempts": attempts[row["trigger_id"]]}
                 s.park(current, BATCH_FAILED, type(exc).__name__)
-        await settle(conn, s, now)
+        await write_settlements(conn, s, now)
     repeat = all(r["receipt_state"] == "parked" and r["error_kind"] == BATCH_FAILED for r in rows)
     fields = {**error_fields(exc), "receipts": len(s.parked)}
     log.log(

@@ -4,7 +4,7 @@ Setting one asks the composed renderer that the template exists (422
 `template_not_found`) and is a mail template (422 `channel_kind_mismatch`), like a
 scheduler line's write; locks the purpose's row (then its parked receipts); writes the
 mapping and an audit row; and releases the purpose's parked receipts at once (their
-back-off cleared, the scheduler loops woken), as editing a line's template does. The
+back-off cleared, the dispatcher woken), as editing a line's template does. The
 mapping is shared by every company, so only a platform operator (an actor without a
 company) sets it, and only to a platform template (422 `template_not_in_company` for a
 company's template, when the renderer fences templates by company): a company's text
@@ -24,7 +24,8 @@ from events_svc.db import Pool, affected, connection, must, transaction
 from events_svc.errors.dispatch import TRIGGER_PURPOSES
 from events_svc.ports import TemplateRenderer
 from events_svc.verbs.audit import write_audit
-from events_svc.verbs.mail import CHANNEL, check_template_company
+from events_svc.verbs.dispatch.feed import WAKE_CHANNEL
+from events_svc.verbs.mail import check_template_company
 
 _LIST = """
 SELECT p.purpose::text AS purpose, tt.template_id, tt.updated_at, tt.updated_by,
@@ -60,6 +61,7 @@ _RELEASE = """
 UPDATE event.trigger_dispatch_receipts
 SET next_attempt_at = $2, attempts = 0, updated_at = $2
 WHERE purpose = $1::event.trigger_purpose AND state = 'parked' AND next_attempt_at > $2
+  AND lease_token IS NULL  -- a receipt a dispatcher holds is settled by it
 """
 _NOTIFY = "SELECT pg_notify($1, $2)"
 
@@ -125,7 +127,7 @@ async def set_trigger_template(
         await conn.execute(_UPSERT, purpose, template_id, now, actor.id)
         released = affected(await conn.execute(_RELEASE, purpose, now))
         if released:
-            await conn.execute(_NOTIFY, CHANNEL, "trigger_templates")
+            await conn.execute(_NOTIFY, WAKE_CHANNEL, "trigger_templates")
         summary = {
             "purpose": purpose,
             "template_id": str(template_id),

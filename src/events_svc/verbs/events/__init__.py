@@ -18,11 +18,12 @@ from events_svc.verbs.events.catalog import Noun
 from events_svc.verbs.events.change import EventChange, plan_change, write_change
 from events_svc.verbs.events.lifecycle import sweep_done_events
 from events_svc.verbs.events.publication import get_publication_state, is_visible
-from events_svc.verbs.events.records import get_event, list_events
+from events_svc.verbs.events.records import closed_to_registrations, get_event, list_events
 
 __all__ = [
     "EventChange",
     "Noun",
+    "closed_to_registrations",
     "get_event",
     "get_publication_state",
     "is_visible",

@@ -14,6 +14,7 @@ event operation (`operations`): a patch of them is 409 `use_event_operation`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -69,6 +70,17 @@ _DELETE = "DELETE FROM event.events WHERE id = $1"
 
 def is_finished(event: dict[str, Any], now: datetime) -> bool:
     return bool(event["date_end"] <= now)
+
+
+def closed_to_registrations(event: Mapping[str, Any], at: datetime) -> str | None:
+    """The one rule of an event that takes no one now: why (`cancelled`, `finished` by
+    `at`), or None while it takes registrations. The intake, the event page and the
+    waiting list's offers all ask it. `event` needs `kanban_state` and `date_end`."""
+    if event["kanban_state"] == "cancel":
+        return "cancelled"
+    if event["date_end"] <= at:
+        return "finished"
+    return None
 
 
 def is_ongoing(event: dict[str, Any], now: datetime) -> bool:

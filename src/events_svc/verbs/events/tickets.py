@@ -1,7 +1,7 @@
 """Tickets and slots: the seat scopes that hang off one event.
 
 Writers lock the event row first, then the ticket or slot row (the service's
-lock order). A ticket's per-order cap is 0..30 and never above its own seats
+lock order). A ticket's per-order cap is 0..`MAX_PER_ORDER` and never above its own seats
 (service pre-check for the typed error, column CHECK as the wall). A slot
 lies inside its event's dates and exists only on multi-slot events. Both are
 fenced by their event's company. A ticket may name the host's product it sells
@@ -17,7 +17,7 @@ from uuid import UUID
 from events_svc import errors
 from events_svc.actors import Actor
 from events_svc.db import Connection, Pool, connection, must, transaction
-from events_svc.models import SlotCreate, TicketCreate
+from events_svc.models import MAX_PER_ORDER, SlotCreate, TicketCreate
 from events_svc.verbs.audit import write_audit
 from events_svc.verbs.common import clamp_limit, decode_cursor, merge_patch, page
 from events_svc.verbs.fence import lock_event
@@ -75,8 +75,8 @@ _SLOT_NOT_NULL = frozenset({"date_begin", "date_end"})
 
 
 def check_per_order_cap(seats_max: int, limit_max_per_order: int) -> None:
-    """0..30, and not above the ticket's own seats when those are limited."""
-    ceiling = 30 if seats_max <= 0 else min(seats_max, 30)
+    """0..`MAX_PER_ORDER`, and not above the ticket's own seats when those are limited."""
+    ceiling = MAX_PER_ORDER if seats_max <= 0 else min(seats_max, MAX_PER_ORDER)
     if not 0 <= limit_max_per_order <= ceiling:
         raise errors.PerOrderCapOutOfRange(field="limit_max_per_order", maximum=ceiling)
 

@@ -17,8 +17,8 @@ event, upserted `done = false` with a new `generation`).
 - Bulk imports do not arm leads (IMPORT-EXEMPT): their verb passes `arm_leads=False` to
   the register verb, a declared parameter, never a hidden path.
 
-Queueing wakes the scheduler loops (`NOTIFY event_mail_due`, the loop's one channel)
-when the transaction commits.
+Queueing wakes the lead pass of every process (`NOTIFY event_lead_due`) when the
+transaction commits.
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ from typing import Literal
 from uuid import UUID
 
 from events_svc.db import Connection
-from events_svc.verbs.mail import CHANNEL
+
+WAKE_CHANNEL = "event_lead_due"  # the lead pass LISTENs here
 
 Trigger = Literal["create", "confirm"]
 
@@ -101,7 +102,7 @@ async def queue_for_registrations(
     if not registration_ids or not await conn.fetchval(_ANY_ACTIVE):
         return False
     queued = await conn.fetchval(
-        _QUEUE_FOR_REGISTRATIONS, event_id, registration_ids, _TRIGGERS[trigger], now, CHANNEL
+        _QUEUE_FOR_REGISTRATIONS, event_id, registration_ids, _TRIGGERS[trigger], now, WAKE_CHANNEL
     )
     return bool(queued)
 
@@ -110,5 +111,5 @@ async def queue_for_rule(conn: Connection, rule_id: UUID, now: datetime) -> int:
     """Queue every event the (active) rule can match; how many were queued."""
     queued = int(await conn.fetchval(_QUEUE_FOR_RULE, rule_id, now))
     if queued:
-        await conn.execute(_NOTIFY, CHANNEL)
+        await conn.execute(_NOTIFY, WAKE_CHANNEL)
     return queued

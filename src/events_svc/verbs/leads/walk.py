@@ -2,7 +2,8 @@
 
 **Walk** (`walk_rule`): for one active rule, the event's eligible registrations (state
 `open`/`done`, active, admitted by the rule's registration-level predicates, anti-joined
-against the rule's junction) in batches, on an id cursor, until drained. Each batch is
+against the rule's junction) in batches, on an id cursor, until drained (or the pass
+stops: the anti-join makes a later walk go on where this one ended). Each batch is
 ONE statement and its own transaction: it groups the rows (grouping is strategy, not
 schema: a sale-linked row groups per order, `group_key` = the order id; a walk-in per
 event-local day, `{event_id}:{YYYY-MM-DD}` of its `created_at` in the event's `date_tz`),
@@ -28,6 +29,7 @@ undelivered and is sent again, with the same key and the same rows, by a later p
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -131,18 +133,27 @@ class Delivered:
 
 
 async def walk_rule(
-    pool: Pool, event_id: UUID, date_tz: str, rule_id: UUID, batch: int, now: datetime
-) -> int:
+    pool: Pool,
+    event_id: UUID,
+    date_tz: str,
+    rule_id: UUID,
+    batch: int,
+    now: datetime,
+    stopping: Callable[[], bool] = lambda: False,
+) -> tuple[int, bool]:
     """Link every eligible registration of the event to its group of the rule, a batch per
-    transaction; how many rows were linked."""
+    transaction; (how many rows were linked, whether the walk reached the end: False when
+    `stopping()` ended it, the rest for a later walk)."""
     cursor, total = NIL, 0
     while True:
+        if stopping():
+            return total, False
         async with transaction(pool) as conn:
             row = must(await conn.fetchrow(_WALK, event_id, rule_id, date_tz, cursor, batch, now))
         walked = int(row["walked"])
         total += walked
         if walked < batch or row["last_id"] is None:
-            return total
+            return total, True
         cursor = row["last_id"]
 
 
@@ -191,7 +202,12 @@ async def _refused(
 
 
 async def deliver_pending(
-    pool: Pool, sink: LeadSink, event_id: UUID, now: datetime, *, stopping: Any = None
+    pool: Pool,
+    sink: LeadSink,
+    event_id: UUID,
+    now: datetime,
+    *,
+    stopping: Callable[[], bool] = lambda: False,
 ) -> Delivered:
     """Hand every undelivered number of the event's groups to the sink, in order."""
     out = Delivered()
@@ -199,7 +215,7 @@ async def deliver_pending(
         pending = [r["id"] for r in await conn.fetch(_PENDING, event_id)]
     for provenance_id in pending:
         while True:
-            if stopping is not None and stopping():
+            if stopping():
                 out.stopped = True
                 return out
             delivery = await _next(pool, provenance_id, now)

@@ -6,7 +6,7 @@
   standalone queue holds;
 - `arming`: what a registration change owes the scheduler (the arm rule, retries);
 - `schedules`: due times, computed at write and recomputed when dates move;
-- `pass_`: the pass that claims due lines; `engines`: what one batch of a line does;
+- `due_lines`: the pass that claims due lines; `engines`: what one batch of a line does;
   `send`: rendering and queueing one batch; `failures`: failure kinds, back-off, logs.
 """
 
@@ -17,9 +17,9 @@ from events_svc.verbs.mail.arming import (
     wake_schedulers,
 )
 from events_svc.verbs.mail.cascade import on_template_deleted
-from events_svc.verbs.mail.failures import backoff, count_failing_lines
+from events_svc.verbs.mail.due_lines import RunSummary, Senders, next_due, run_mail_pass
+from events_svc.verbs.mail.failures import count_failing_lines
 from events_svc.verbs.mail.lines import check_template_company, line_channel
-from events_svc.verbs.mail.pass_ import RunSummary, Senders, next_due, run_mail_pass
 from events_svc.verbs.mail.schedules import reschedule_event
 from events_svc.verbs.mail.send import LinkBuilder, PassOptions, recipient_context, refusal
 from events_svc.verbs.mail.templates import check_lines_fit_company
@@ -31,7 +31,6 @@ __all__ = [
     "RunSummary",
     "Senders",
     "arm_entering_open",
-    "backoff",
     "check_lines_fit_company",
     "check_template_company",
     "count_failing_lines",

@@ -4,8 +4,8 @@
 raise them); the database type `event.mail_error_kind` holds the same values (a probe
 compares them). A line
 failure is recorded on its row with a safe detail and a back-off: the row is not
-claimed before `next_attempt_at`, one minute after the first failure, doubling up
-to an hour. A success clears it. Each is logged when it starts (or changes kind)
+claimed before `next_attempt_at`: one minute after the first failure, doubling up to
+an hour (`backoff.MAIL_LINES`). A success clears it. Each is logged when it starts (or changes kind)
 and when it clears; repeats are debug lines.
 """
 
@@ -13,17 +13,15 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
+from events_svc.backoff import MAIL_LINES
 from events_svc.db import Connection, Pool, transaction
 from events_svc.diagnostics import error_fields
 from events_svc.ports import MailErrorKind
 
 log = logging.getLogger("events_svc.scheduler")
-
-BACKOFF_FIRST = timedelta(minutes=1)
-BACKOFF_MAX = timedelta(hours=1)
 
 
 # the kinds a port may raise (`ports.MailRefused.kind`); any other is taken as the default
@@ -62,11 +60,6 @@ WHERE m.error_kind IS NOT NULL AND event.line_is_live(m, e, $1)
 """
 
 
-def backoff(attempts: int) -> timedelta:
-    """How long a line waits after its `attempts`-th consecutive failure."""
-    return min(BACKOFF_FIRST * (1 << min(max(attempts - 1, 0), 12)), BACKOFF_MAX)
-
-
 def _line(m: dict[str, Any]) -> dict[str, Any]:
     return {"scheduler_id": str(m["id"]), "event_id": str(m["event_id"])}
 
@@ -80,7 +73,7 @@ async def record_failure(
 ) -> None:
     """Record a line failure with its back-off; log it only when it starts or changes."""
     attempts = int(m["attempts"]) + 1
-    retry_at = now + backoff(attempts)
+    retry_at = now + MAIL_LINES.delay(attempts)
     await conn.execute(_SET_ERROR, m["id"], failure.kind, now, failure.detail, retry_at)
     fields = {
         **_line(m),

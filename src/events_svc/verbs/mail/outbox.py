@@ -16,6 +16,7 @@ from uuid import UUID
 from events_svc import errors
 from events_svc.actors import Actor
 from events_svc.db import Connection, Pool, connection, transaction
+from events_svc.verbs import delivery
 from events_svc.verbs.audit import write_audit
 from events_svc.verbs.common import clamp_limit, decode_cursor, page
 from events_svc.verbs.fence import get_event_row
@@ -49,7 +50,7 @@ WHERE ($1::uuid IS NULL OR o.event_id = $1)
 GROUP BY o.delivery_state
 """
 _ONE = """
-SELECT o.id, o.delivery_state::text AS delivery_state, o.event_id
+SELECT o.id, o.delivery_state::text AS delivery_state, o.event_id, o.channel::text AS channel
 FROM event.outbox_messages o
 WHERE o.id = $3 AND ($1::uuid IS NULL OR o.event_id = $1)
   AND ($2::uuid IS NULL OR EXISTS (
@@ -59,7 +60,7 @@ FOR NO KEY UPDATE
 """
 _REQUEUE = """
 UPDATE event.outbox_messages o
-SET delivery_state = 'queued', next_attempt_at = $2, lease_until = NULL
+SET delivery_state = 'queued', next_attempt_at = $2, lease_until = NULL, lease_token = NULL
 WHERE o.id = $1
 RETURNING o.id, o.channel::text AS channel, o.recipient, o.sender, o.subject, o.body,
     o.attachments, o.event_id, o.registration_id, o.scheduler_id, o.trigger_id, o.created_at,
@@ -70,7 +71,6 @@ _COUNTS = """
 SELECT channel::text AS channel, delivery_state::text AS state, count(*) AS n
 FROM event.outbox_messages GROUP BY channel, delivery_state
 """
-_WAKE = "SELECT pg_notify('event_outbox_due', '')"
 
 
 def _masked(row: dict[str, Any]) -> dict[str, Any]:
@@ -158,7 +158,8 @@ async def retry_message(
     pool: Pool, actor: Actor, message_id: UUID, now: datetime
 ) -> dict[str, Any]:
     """Put a `failed` or `retrying` message back in the queue, due now, its attempts kept;
-    the drainers wake when this commits. 404 for a missing or foreign message, 409
+    when this commits every process ends its pause of the message's channel and tries
+    this message first (`delivery.retried`). 404 for a missing or foreign message, 409
     `outbox_message_not_retryable` for one that is queued, sending or sent. Audited; the
     answer is the message as the masked list shows it."""
     async with transaction(pool) as conn:
@@ -180,7 +181,7 @@ async def retry_message(
             event_id=row["event_id"],
             summary={"from_state": row["delivery_state"]},
         )
-        await conn.execute(_WAKE)
+        await delivery.retried(conn, row["channel"], message_id)
     return _masked(_view(updated))
 
 

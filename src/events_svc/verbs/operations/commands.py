@@ -23,6 +23,7 @@ from uuid import UUID
 from events_svc import errors
 from events_svc.actors import Actor
 from events_svc.db import Pool, connection, must, transaction
+from events_svc.verbs.jobs import wake_jobs
 from events_svc.verbs.operations.batch import (
     OperationOptions,
     audit_operation,
@@ -96,6 +97,7 @@ async def resume_operation(
             await audit_operation(
                 conn, actor, operation_id, op["event_id"], op["state"], after, resumed=True
             )
+            await wake_jobs(conn)  # what the resume budget leaves is the loops'
     whole = dataclasses.replace(options, cap=RESUME_BATCHES)
     await run_operation_pass(pool, whole, now, operation_id=operation_id, budget_s=RESUME_BUDGET_S)
     return await get_operation(pool, actor, operation_id)

@@ -34,7 +34,7 @@ from events_svc.verbs.audit import write_audit
 from events_svc.verbs.common import check_if_match
 from events_svc.verbs.events import write_change
 from events_svc.verbs.fence import get_event_row, lock_event
-from events_svc.verbs.mail import wake_schedulers
+from events_svc.verbs.jobs import wake_jobs
 from events_svc.verbs.operations.batch import record_completed
 from events_svc.verbs.operations.preview import (
     CALENDAR_KINDS,
@@ -155,7 +155,7 @@ async def start_operation(
             summary=summary,
         )
         if state == "running":
-            await wake_schedulers(conn, event_id)
+            await wake_jobs(conn)
         else:  # nobody to reach: completed at once
             none = {"audience": 0, "processed": 0, "triggers_created": 0, "skipped_inactive": 0}
             await record_completed(

@@ -4,25 +4,28 @@
   offer's mail template;
 - `entries`: joining (behind the intake's door and refusals), an entry's status by its
   link, the operator's list;
-- `offers`: the offer pass (expire, then offer in queue order), an operator's offer out
-  of turn and removal, the person's accept and decline;
+- `offering`: an offer made (held drafts through the one seat verb, its mail, its facts),
+  an operator's offer out of turn, and an offer released;
+- `serving`: the offer pass (close, expire, then offer in queue order; an event whose
+  offers fail backs off on its own);
+- `answers`: the person's accept and decline, an operator's removal;
 - `records`: reads, positions and views.
 """
 
-from events_svc.verbs.waitlist.entries import entry_status, join, list_entries, waitlist_counts
-from events_svc.verbs.waitlist.offers import (
-    OfferOptions,
-    OfferSummary,
-    accept,
-    decline,
-    next_offer_due,
-    offer_now,
-    remove_entry,
-    run_offer_pass,
+from events_svc.verbs.waitlist.answers import accept, decline, remove_entry
+from events_svc.verbs.waitlist.entries import (
+    WAKE_CHANNEL,
+    entry_status,
+    join,
+    list_entries,
+    waitlist_counts,
 )
+from events_svc.verbs.waitlist.offering import OfferOptions, offer_now
+from events_svc.verbs.waitlist.serving import OfferSummary, next_offer_due, run_offer_pass
 from events_svc.verbs.waitlist.settings import get_settings, put_settings
 
 __all__ = [
+    "WAKE_CHANNEL",
     "OfferOptions",
     "OfferSummary",
     "accept",

@@ -28,15 +28,15 @@ from typing import Any
 from uuid import UUID
 from zoneinfo import ZoneInfo
 
-from events_svc import errors
+from events_svc import capabilities, errors
 from events_svc.actors import Actor
-from events_svc.capabilities import WAITLIST, CapabilityCodec
+from events_svc.capabilities import CapabilityCodec
 from events_svc.db import Pool, connection, must, transaction
 from events_svc.links import waitlist_token
 from events_svc.verbs.audit import write_audit
 from events_svc.verbs.common import clamp_limit, decode_cursor, in_zone, page
 from events_svc.verbs.fence import get_event_row
-from events_svc.verbs.public import PUBLIC_INTAKE, check_admitted, intake_key, tickets_token
+from events_svc.verbs.public import PUBLIC_INTAKE, check_admitted, intake_key
 from events_svc.verbs.registrations import assess_queue_place
 from events_svc.verbs.waitlist.records import (
     entry_view,
@@ -46,7 +46,9 @@ from events_svc.verbs.waitlist.records import (
     read_entry,
 )
 
-WAKE = "SELECT pg_notify('event_waitlist_due', $1::text)"
+# the offer pass LISTENs here (the `registrations_wake_waitlist` trigger NOTIFYs it too)
+WAKE_CHANNEL = "event_waitlist_due"
+_WAKE = "SELECT pg_notify($1, $2::text)"
 MAX_SEATS_WITHOUT_TICKET = 10
 _INSERT = """
 WITH ins AS (
@@ -129,19 +131,16 @@ async def join(
         if row is None:
             raise errors.WaitlistAlreadyJoined()
         if place.free:  # seats are free while others wait: the pass serves the queue now
-            await conn.execute(WAKE, str(event_id))
+            await conn.execute(_WAKE, WAKE_CHANNEL, str(event_id))
     return dict(row), waitlist_token(codec, row["id"], event_id)
 
 
 def open_link(codec: CapabilityCodec, token: str, now: datetime) -> tuple[UUID, UUID]:
     """(entry id, event id) of a waiting-list link; the uniform public 404 otherwise."""
-    payload = codec.open(WAITLIST, token, now)
-    try:
-        if payload is None:
-            raise KeyError("w")
-        return UUID(str(payload["w"])), UUID(str(payload["e"]))
-    except (KeyError, ValueError):
-        raise errors.EventNotPublished() from None
+    opened = capabilities.open_waitlist(codec, token, now)
+    if opened is None:
+        raise errors.EventNotPublished()
+    return opened
 
 
 def public_status(entry: dict[str, Any], position: int | None) -> dict[str, Any]:
@@ -182,7 +181,7 @@ async def entry_status(
     view["event"] = event
     tickets = None
     if entry["status"] == "accepted":
-        tickets = tickets_token(codec, event_id, list(entry["registration_ids"]))
+        tickets = capabilities.mint_tickets(codec, event_id, list(entry["registration_ids"]))
     return view, tickets
 
 

@@ -18,7 +18,7 @@ from events_svc.actors import Actor
 from events_svc.db import Pool, connection, must, transaction
 from events_svc.verbs.audit import write_audit
 from events_svc.verbs.common import clamp_limit, decode_cursor, page
-from events_svc.verbs.webhooks import pass_
+from events_svc.verbs.webhooks import attempts
 from events_svc.verbs.webhooks.endpoints import find_endpoint
 
 _LOG = """
@@ -99,7 +99,7 @@ async def redeliver(pool: Pool, actor: Actor, delivery_id: UUID, now: datetime) 
         attempt = await conn.fetchval(_REDELIVER, found["message_id"], now, found["endpoint_id"])
         if attempt is None:  # another redelivery queued one this instant
             raise errors.Busy("The message is being queued again; retry in a moment.")
-        await pass_.wake(conn)  # a waiting attempt made due now inserts nothing
+        await attempts.redelivered(conn)  # a waiting attempt made due now inserts nothing
         await write_audit(
             conn,
             actor,

@@ -29,7 +29,7 @@ from events_svc.egress import EgressGuard
 from events_svc.verbs.audit import write_audit
 from events_svc.verbs.common import clamp_limit, decode_cursor, page
 from events_svc.verbs.fence import get_event_row
-from events_svc.verbs.webhooks import pass_
+from events_svc.verbs.webhooks import attempts
 
 ROTATION_OVERLAP = timedelta(hours=24)
 # the strict fence: a company actor sees its own endpoints only (`$2`: its company)
@@ -207,7 +207,7 @@ async def patch_endpoint(
         if current["include_pii"] and not row["include_pii"]:
             await conn.execute(_SCRUB, endpoint_id)
         if row["active"] and not current["active"]:
-            await pass_.wake(conn)  # its waiting attempts are due again
+            await attempts.wake(conn)  # its waiting attempts are due again
         await write_audit(
             conn,
             actor,

@@ -1,31 +1,29 @@
-"""The outbox drainer: sends what the standalone outbox holds, started by the app lifespan
-beside the scheduler loop (and run by hand with `events-svc outbox drain --once`).
+"""The outbox's delivery pass (the drainer): sends what the standalone outbox holds, run by
+the loop (and by hand with `events-svc outbox drain --once`).
 
-A batch: claim due rows with a lease (`verbs.delivery.claim_due`: one short transaction,
-`SKIP LOCKED`), send them outside any transaction through the composed transports
-(SMTP, the sms gateway), concurrently within each transport's own session limit, at
-most `PER_DOMAIN` at once per recipient domain and at most `EVENTS_SMTP_RATE` mails a
-second, then record every answer in one statement (`record`, the rule in `settle`).
-When a transport says its relay is down (refused, dropped, TLS or AUTH refused, silent),
-the batch's other messages of that channel are not tried: they take the relay's failure
-without an attempt counted, and the channel pauses in this process (1 min, doubling to
-1 h while the relay stays down; the first message sent clears it), so a broken relay
-costs one connection attempt per pause, not one per message or per batch. A batch stops
-starting sends once half its lease has passed: what it did not try goes back as it was,
-so a slow relay never lets a lease run out under messages still being sent. When the
-database is away as the answers are recorded (a failover mid-batch), the answers are kept
-and recorded again with a back-off (`RECORD_FIRST_S` doubling to `RECORD_MAX_S`) until the
-claim's lease runs out: what was sent is not sent again, and the rows do not wait for the
-lease; past the lease (or at a stop) they are given up, and the lease puts them back.
+A batch: claim due rows from the one leased queue (`verbs.delivery.claim_due`: one short
+transaction, `SKIP LOCKED`, an operator's retried messages first), send them outside any
+transaction through the composed transports (SMTP, the sms gateway), concurrently within
+each transport's own session limit, at most `PER_DOMAIN` at once per recipient domain and
+at most `EVENTS_SMTP_RATE` mails a second, then record every answer in one statement onto
+the rows the claim still holds (`record`, the rule in `outcome_of`). When a transport says
+its relay is down (refused, dropped, TLS or AUTH refused, silent), the batch's other
+messages of that channel are not tried: they take the relay's failure without an attempt
+counted, and the channel pauses in this process (`backoff.CHANNEL_PAUSE`: 1 min, doubling
+to 1 h while the relay stays down; the first message sent ends it), so a broken relay
+costs one connection attempt per pause, not one per message or per batch. An operator's
+retry (`verbs.delivery.retried`, heard by every process) ends the pause of the message's
+channel and puts that message first in the next claim: it is tried within seconds, and if
+the relay is still down it fails again and the pause resumes. A batch stops starting sends
+once half its lease has passed: what it did not try is given back as it was, so a slow
+relay never lets a lease run out under messages still being sent. When the database is
+away as the answers are recorded (a failover mid-batch), the answers are kept and recorded
+again (`backoff.ANSWERS_KEPT`) until the claim's lease runs out: what was sent is not sent
+again, and the rows do not wait for the lease; past the lease (or at a stop) they are given
+up, and the lease puts them back.
 
 Limits are per process: `EVENTS_SMTP_RATE` mails a second and `PER_DOMAIN` messages at
 once per recipient domain (N processes send at most N times as much).
-
-It never spins. It drains while batches come back full, then sleeps until the earliest
-unsent message is due (a retry's back-off, a lease that runs out, a paused channel's
-resumption) or `FLOOR_S`, and wakes early when a message is written (`NOTIFY
-event_outbox_due`, listened by the scheduler loop's connection). A failing pass (the
-database away) waits longer each time.
 """
 
 from __future__ import annotations
@@ -40,32 +38,21 @@ from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
+from events_svc.backoff import ANSWERS_KEPT, CHANNEL_PAUSE
 from events_svc.db import Pool
-from events_svc.diagnostics import doubling, error_fields
+from events_svc.diagnostics import error_fields
 from events_svc.errors import DatabaseUnavailable
+from events_svc.loops.passes import Entry, Pass, Ran, counts_of
 from events_svc.observability import Metrics
 from events_svc.ports import DeliveryErrorKind, DeliveryFailure, Transport
 from events_svc.settings import Settings
-from events_svc.verbs.delivery import (
-    Claim,
-    Claimed,
-    Settled,
-    claim_due,
-    give_back,
-    next_delivery_due,
-    record,
-    settle,
-)
+from events_svc.verbs import delivery
+from events_svc.verbs.delivery import Claim, Claimed, Outcome
 
 log = logging.getLogger("events_svc.delivery")
 
-WAKE_CHANNEL = "event_outbox_due"
 PER_DOMAIN = 2  # messages in flight at once to one recipient domain
 FLOOR_S = 300.0  # the longest sleep with nothing due (a safety net under the wake-ups)
-FAILED_FIRST_S, FAILED_MAX_S = 5.0, 300.0  # a failing pass: 5 s doubling to 5 min
-BLOCKED_FIRST_S, BLOCKED_MAX_S = 0.2, 10.0  # due rows another drainer is claiming
-RECORD_FIRST_S, RECORD_MAX_S = 0.5, 10.0  # a batch's answers kept while the database is away
-PAUSE_FIRST_S, PAUSE_MAX_S = 60.0, 3600.0  # a channel whose relay is down: 1 min to 1 h
 
 
 @dataclass(frozen=True)
@@ -102,15 +89,7 @@ class DrainSummary:
         self.more = other.more
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "claimed": self.claimed,
-            "sent": self.sent,
-            "retrying": self.retrying,
-            "failed": self.failed,
-            "released": self.released,
-            "recorded": self.recorded,
-            "batches": self.batches,
-        }
+        return counts_of(self)
 
 
 class Pacer:
@@ -142,6 +121,7 @@ class _Batch:
     deadline: float  # time.monotonic() after which no new send starts
     down: dict[str, DeliveryFailure] = field(default_factory=dict)
     domains: dict[str, asyncio.Semaphore] = field(default_factory=dict)
+    untried: list[UUID] = field(default_factory=list)
 
     def slot(self, channel: str, recipient: str) -> asyncio.Semaphore | None:
         if channel != "mail":
@@ -168,15 +148,28 @@ class Drainer:
         self.channels = sorted(self.transports)
         self.pacer = Pacer(options.rate)
         self.paused: dict[str, tuple[datetime, int]] = {}  # channel: (until, times in a row)
+        self.retried: set[UUID] = set()  # an operator's retries, claimed first
 
     def active_channels(self, now: datetime) -> list[str]:
         """The channels not paused for a relay that is down."""
         return [c for c in self.channels if c not in self.paused or self.paused[c][0] <= now]
 
+    def resume(self, channel: str, message_id: UUID) -> bool:
+        """An operator retried `message_id`: its channel's pause ends now (the streak is
+        kept: if the relay is still down the next pause is longer) and the message is
+        claimed first. False when this process does not send that channel."""
+        if channel not in self.transports:
+            return False
+        if channel in self.paused:
+            until, streak = self.paused[channel]
+            self.paused[channel] = (min(until, self.clock()), streak)
+        self.retried.add(message_id)
+        return True
+
     def _pause(self, channel: str, now: datetime) -> datetime:
         """Pause a channel whose relay is down (longer each time in a row); until when."""
         streak = self.paused[channel][1] + 1 if channel in self.paused else 1
-        until = now + timedelta(seconds=doubling(PAUSE_FIRST_S, PAUSE_MAX_S, streak))
+        until = now + CHANNEL_PAUSE.delay(streak)
         self.paused[channel] = (until, streak)
         log.warning(
             "outbox channel paused: its relay is down",
@@ -184,7 +177,8 @@ class Drainer:
         )
         return until
 
-    async def _send(self, batch: _Batch, row: Claimed) -> tuple[UUID, Settled]:
+    async def _send(self, batch: _Batch, row: Claimed) -> tuple[UUID, Outcome | None]:
+        """Send one message; its outcome, or None when it was not tried in time."""
         message = row.message
         channel = message.channel
         slot = batch.slot(channel, message.recipient)
@@ -193,24 +187,26 @@ class Drainer:
             if down is not None:  # not tried: the relay's failure, until it resumes
                 now = self.clock()
                 until = self.paused[channel][0] if channel in self.paused else now
-                held = settle(
+                held = delivery.outcome_of(
                     down, row.created_at, row.attempts, now, tried=False, wait=until - now
                 )
                 return message.id, held
             if time.monotonic() >= batch.deadline:
-                return message.id, give_back(row, self.clock())
+                return message.id, None
             if channel == "mail":
                 await self.pacer.take()
             failure = await self._attempt(channel, row)
         now = self.clock()
         if failure is None:
+            if channel in self.paused:
+                log.info("outbox channel resumed", extra={"fields": {"channel": channel}})
             self.paused.pop(channel, None)
         elif failure.relay_down and channel not in batch.down:
             batch.down[channel] = failure
             self._pause(channel, now)
-        settled = settle(failure, row.created_at, row.attempts + 1, now)
-        self._observe(row, channel, failure, settled)
-        return message.id, settled
+        outcome = delivery.outcome_of(failure, row.created_at, row.attempts + 1, now)
+        self._observe(row, channel, failure, outcome)
+        return message.id, outcome
 
     async def _attempt(self, channel: str, row: Claimed) -> DeliveryFailure | None:
         try:
@@ -222,7 +218,7 @@ class Drainer:
             return DeliveryFailure(DeliveryErrorKind.TEMPORARY, None, detail)
 
     def _observe(
-        self, row: Claimed, channel: str, failure: DeliveryFailure | None, settled: Settled
+        self, row: Claimed, channel: str, failure: DeliveryFailure | None, outcome: Outcome
     ) -> None:
         result = "sent" if failure is None else failure.kind.value
         if self.metrics is not None:
@@ -235,23 +231,23 @@ class Drainer:
                 "error_kind": failure.kind.value,
                 "code": failure.code,
                 "attempts": row.attempts + 1,
-                "delivery_state": settled.state,
+                "delivery_state": outcome.state,
             }
             log.warning("outbox delivery attempt failed", extra={"fields": fields})
 
     async def _record(
-        self, claim: Claim, answers: list[tuple[UUID, Settled]], stopping: Callable[[], bool]
+        self, claim: Claim, answers: list[tuple[UUID, Outcome]], stopping: Callable[[], bool]
     ) -> int:
         """Record a batch's answers; while the database is unavailable, keep them and try
         again (backing off) until the claim's lease runs out or a stop is asked."""
         tries = 0
         while True:
             try:
-                return await record(self.pool(), claim, answers)
+                return await delivery.record(self.pool(), claim, answers)
             except DatabaseUnavailable as exc:
                 tries += 1
-                wait = doubling(RECORD_FIRST_S, RECORD_MAX_S, tries)
-                if stopping() or self.clock() + timedelta(seconds=wait) >= claim.lease_until:
+                wait = ANSWERS_KEPT.seconds(tries)
+                if stopping() or self.clock() + timedelta(seconds=wait) >= claim.lease.until:
                     raise
                 level = logging.WARNING if tries == 1 else logging.DEBUG
                 fields = {**error_fields(exc), "answers": len(answers), "retry_in_s": wait}
@@ -266,18 +262,26 @@ class Drainer:
         if not channels:
             return summary
         lease = self.options.lease
-        claim: Claim = await claim_due(self.pool(), channels, now, self.options.batch, lease)
+        first = sorted(self.retried)
+        claim = await delivery.claim_due(
+            self.pool(), channels, now, self.options.batch, lease, first
+        )
+        self.retried.difference_update(r.message.id for r in claim.rows if r.retried)
         if not claim.rows:
             return summary
         sessions = {c: asyncio.Semaphore(t.sessions) for c, t in self.transports.items()}
         batch = _Batch(sessions, time.monotonic() + lease.total_seconds() / 2)
-        answers = await asyncio.gather(*(self._send(batch, row) for row in claim.rows))
-        summary.recorded = await self._record(claim, list(answers), stopping)
-        summary.claimed, summary.batches = len(claim.rows), 1
-        for _, settled in answers:
-            given_back = not settled.tried and settled.error is None
-            name = "released" if given_back else settled.state  # sent, retrying or failed
-            setattr(summary, name, getattr(summary, name) + 1)
+        sent = await asyncio.gather(*(self._send(batch, row) for row in claim.rows))
+        answers = [(i, outcome) for i, outcome in sent if outcome is not None]
+        untried = [i for i, outcome in sent if outcome is None]
+        summary.recorded = await self._record(claim, answers, stopping)
+        if untried:
+            await delivery.give_back(self.pool(), claim, untried, self.clock())
+        summary.claimed, summary.batches, summary.released = len(claim.rows), 1, len(untried)
+        for _, outcome in answers:
+            # sent, retrying or failed (a message not tried for a relay that is down counts
+            # where its outcome puts it: retrying)
+            setattr(summary, outcome.state, getattr(summary, outcome.state) + 1)
         summary.more = len(claim.rows) >= self.options.batch
         return summary
 
@@ -289,6 +293,8 @@ class Drainer:
             total.add(summary)
             if not summary.more:
                 break
+        else:
+            total.more = True
         return total
 
     async def next_due(self) -> datetime | None:
@@ -296,77 +302,40 @@ class Drainer:
         channel resumes (None: nothing is waiting)."""
         now = self.clock()
         active = self.active_channels(now)
-        due = await next_delivery_due(self.pool(), active) if active else None
+        due = await delivery.next_delivery_due(self.pool(), active) if active else None
         resumes = [until for until, _ in self.paused.values() if until > now]
         found = [d for d in (due, *resumes) if d is not None]
         return min(found) if found else None
 
     async def close(self) -> None:
+        """Close the transports it was given (a drainer made by hand: `outbox drain --once`,
+        a probe); the app's are closed with its ports."""
         for transport in self.transports.values():
             await transport.close()
 
 
-class DeliveryLoop:
-    """Runs the drainer until stopped; `notify` wakes it (a written message)."""
+class DeliveryPass(Pass):
+    """The outbox's delivery as a pass of the loop (see the module docstring); switched
+    off where no transport is composed (messages are held in the outbox)."""
+
+    name = "delivery"
+    wakes = (delivery.WAKE_CHANNEL,)
+    floor_s = FLOOR_S
 
     def __init__(self, drainer: Drainer) -> None:
+        super().__init__()
         self.drainer = drainer
-        self.wake = asyncio.Event()
-        self.stopping = asyncio.Event()
-        self.task: asyncio.Task[None] | None = None
-        self.failing = 0
-        self.blocked = 0
-        self.passes = 0
 
-    def notify(self, *_: Any) -> None:
-        self.wake.set()
+    def skip(self, entry: Entry) -> str | None:
+        return None if self.drainer.transports else "disabled"
 
-    def start(self) -> None:
-        self.task = asyncio.create_task(self._run(), name="events-delivery")
+    def heard(self, channel: str, payload: str) -> bool:
+        retry = delivery.retry_of(payload)
+        return retry is not None and self.drainer.resume(*retry)
 
-    async def stop(self) -> None:
-        """Finish the batch in hand (its answers recorded), then close the sessions."""
-        self.stopping.set()
-        self.wake.set()
-        if self.task is not None:
-            await self.task
-        await self.drainer.close()
+    async def run(self, now: datetime, stopping: Callable[[], bool], entry: Entry) -> Ran:
+        summary = await self.drainer.drain(stopping)
+        return Ran(counts_of(summary), summary.more, summary.claimed > 0, summary=summary)
 
-    async def tick(self) -> float:
-        """One drain, then the seconds to sleep before the next one (never zero)."""
-        drainer = self.drainer
-        try:
-            summary = await drainer.drain(self.stopping.is_set)
-            due = await drainer.next_due()
-        except Exception as exc:
-            self.failing += 1
-            wait = doubling(FAILED_FIRST_S, FAILED_MAX_S, self.failing)
-            level = logging.ERROR if self.failing == 1 else logging.DEBUG
-            fields = {**error_fields(exc), "failed_passes": self.failing, "retry_in_s": wait}
-            log.log(level, "outbox drain failed", extra={"fields": fields})
-            return wait
-        self.passes += 1
-        if self.failing:
-            log.info("outbox drain recovered", extra={"fields": {"failed": self.failing}})
-            self.failing = 0
-        if due is None:
-            self.blocked = 0
-            return FLOOR_S
-        until = (due - drainer.clock()).total_seconds()
-        if until > 0:
-            self.blocked = 0
-            return min(until, FLOOR_S)
-        if summary.claimed == 0:  # due rows that another drainer's claim holds right now
-            self.blocked += 1
-            return doubling(BLOCKED_FIRST_S, BLOCKED_MAX_S, self.blocked)
-        self.blocked = 0
-        return BLOCKED_FIRST_S  # made progress; what is due now is taken next
-
-    async def _run(self) -> None:
-        while not self.stopping.is_set():
-            self.wake.clear()
-            delay = await self.tick()
-            # after a failed pass only a stop interrupts the wait
-            event = self.stopping if self.failing else self.wake
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(event.wait(), timeout=delay)
+    async def next_due(self, now: datetime) -> datetime | None:
+        return await self.drainer.next_due()

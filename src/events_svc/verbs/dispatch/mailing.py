@@ -1,10 +1,13 @@
 """The dispatcher's pass: the feed into receipts, then due receipts into messages.
 
 A pass first reads the feed (`feed.take_feed`, bounded batches), then claims due receipts
-(`pending`, or `parked` whose back-off is over), oldest first, `FOR UPDATE SKIP LOCKED` in
-batches of `EVENT_MAIL_BATCH` (any number of instances may run it side by side), until
+(`pending`, or `parked` whose back-off is over) from the one leased queue
+(`verbs.leases.TRIGGER_RECEIPTS`: oldest first, `FOR UPDATE SKIP LOCKED`, under a token)
+in batches of `EVENT_MAIL_BATCH` (any number of instances may run it side by side), until
 none is due or `EVENT_MAIL_CRON_LIMIT` receipts were worked (`more` then says work is
-left). **A batch is ONE transaction**: per receipt, in this order,
+left). Each claim's senders are asked of the partner directory outside any transaction;
+then **a batch is ONE transaction** over the receipts the token still holds (locked, their
+rows read afresh): per receipt, in this order,
 
 - a calendar trigger replaced by a later calendar trigger of the same registration (a
   higher `ics_sequence`) is skipped `superseded`: the attendee gets the latest change;
@@ -23,10 +26,11 @@ left). **A batch is ONE transaction**: per receipt, in this order,
 
 So a trigger is worked by one instance at a time, and its message and its settled
 receipt commit together: a process killed mid-batch leaves neither, and the receipt is
-claimed again. A batch that raises is rolled back and its receipts park `batch_failed`
-(backed off, like every parking), so no failure makes the pass repeat at once. The
-sender follows the scheduler mails' rule (organizer, company, then the default); it is
-asked of the partner directory under the receipt locks, which only dispatchers take.
+claimed again when its lease runs out. A batch that raises is rolled back and its
+receipts park `batch_failed` (backed off, like every parking), so no failure makes the
+pass repeat at once. The sender follows the scheduler mails' rule (organizer, company,
+then the default), asked before the batch's transaction: no partner is awaited while a
+lock is held.
 """
 
 from __future__ import annotations
@@ -36,12 +40,12 @@ import contextlib
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
 from events_svc.addresses import is_email
-from events_svc.db import Connection, Pool, connection, transaction
+from events_svc.db import Connection, Pool, connection
 from events_svc.ports import MailErrorKind, MailRefused, Ports, RenderRequest, prepare_template
 from events_svc.verbs.dispatch import message
 from events_svc.verbs.dispatch.feed import FEED_BATCH, take_feed
@@ -56,8 +60,10 @@ from events_svc.verbs.dispatch.receipts import (
     TEMPLATE_UNMAPPED,
     Settlement,
     park_failed_batch,
-    settle,
+    write_settlements,
 )
+from events_svc.verbs.leases import TRIGGER_RECEIPTS as QUEUE
+from events_svc.verbs.leases import Claim
 from events_svc.verbs.mail import (
     PassOptions,
     Senders,  # the scheduler mails' rule
@@ -65,9 +71,14 @@ from events_svc.verbs.mail import (
 )
 
 FEED_READS = 20  # feed batches per pass (then `more`: the loop comes back at once)
+# how long a claim holds its receipts before its batch's transaction locks them: far longer
+# than the partner directory's answers for one batch; a dispatcher that died gives its
+# receipts back when it runs out
+DISPATCH_LEASE = timedelta(seconds=15)
 
-# due receipts, oldest first, with what their message needs; only the receipts are locked
-_CLAIM = """
+# the held receipts, with what their message needs (the claim leased them; the batch's
+# transaction has locked them)
+_READ = """
 SELECT d.trigger_id, d.state::text AS receipt_state, d.error_kind, d.attempts,
     d.purpose::text AS purpose, tt.template_id,
     t.event_id, t.registration_id, t.ics_sequence, t.ics_method, t.ctx_date_begin,
@@ -92,10 +103,8 @@ JOIN event.events e ON e.id = t.event_id
 JOIN event.registrations r ON r.id = t.registration_id
 LEFT JOIN event.tickets tk ON tk.id = r.event_ticket_id
 LEFT JOIN event.trigger_templates tt ON tt.purpose = d.purpose
-WHERE d.state IN ('pending', 'parked') AND d.next_attempt_at <= $1
-ORDER BY d.next_attempt_at, d.seq
-LIMIT $2
-FOR UPDATE OF d SKIP LOCKED  -- one instance works a receipt; a held one is another's
+WHERE d.trigger_id = ANY($1::uuid[])
+ORDER BY d.seq
 """
 
 
@@ -133,11 +142,28 @@ class DispatchSummary:
         return {**self.__dict__, "kinds": dict(self.kinds)}
 
 
+Party = tuple[UUID | None, UUID | None]  # (organizer, company): who a message is from
+
+
+async def _senders_of(senders: Senders, rows: list[dict[str, Any]]) -> dict[Party, str | Exception]:
+    """Each claimed receipt's sender, asked of the partner directory before the batch's
+    transaction (never under a lock); a party whose lookup failed maps to its error."""
+    found: dict[Party, str | Exception] = {}
+    for row in rows:
+        party = (row["organizer_id"], row["company_id"])
+        if party not in found:
+            try:
+                found[party] = await senders.of(*party)
+            except Exception as exc:  # its receipts park, backed off
+                found[party] = exc
+    return found
+
+
 async def _send_template(
     conn: Connection,
     ports: Ports,
     options: PassOptions,
-    senders: Senders,
+    sent_by: dict[Party, str | Exception],
     template_id: UUID,
     rows: list[dict[str, Any]],
     s: Settlement,
@@ -146,10 +172,11 @@ async def _send_template(
     """Render the receipts of one template in one call, and queue their messages."""
     ready: list[tuple[dict[str, Any], str]] = []
     for row in rows:
-        try:
-            ready.append((row, await senders.of(row["organizer_id"], row["company_id"])))
-        except Exception as exc:  # a failing directory parks the receipt, backed off
-            s.park(row, BATCH_FAILED, type(exc).__name__)
+        sender = sent_by.get((row["organizer_id"], row["company_id"]))
+        if isinstance(sender, str):
+            ready.append((row, sender))
+        else:  # the directory failed (or the event's party moved since the claim)
+            s.park(row, BATCH_FAILED, type(sender).__name__ if sender else "sender_unknown")
     if not ready:
         return
     contexts = [message.context(row, options.links, now) for row, _ in ready]
@@ -184,11 +211,11 @@ async def _work(
     conn: Connection,
     ports: Ports,
     options: PassOptions,
-    senders: Senders,
+    sent_by: dict[Party, str | Exception],
     rows: list[dict[str, Any]],
     now: datetime,
 ) -> Settlement:
-    """One claimed batch: decide, render, queue, flush, settle (the receipts locked)."""
+    """One batch of held receipts: decide, render, queue, flush, settle."""
     s = Settlement()
     by_template: dict[UUID, list[dict[str, Any]]] = {}
     for row in rows:
@@ -207,26 +234,30 @@ async def _work(
         else:
             by_template.setdefault(row["template_id"], []).append(row)
     for template_id, group in by_template.items():
-        await _send_template(conn, ports, options, senders, template_id, group, s, now)
+        await _send_template(conn, ports, options, sent_by, template_id, group, s, now)
     if s.sent:  # before the receipts, in the same transaction
         await ports.mail_queue.flush(conn)
-    await settle(conn, s, now)
+    await write_settlements(conn, s, now)
     return s
 
 
 async def dispatch_batch(
     pool: Pool, ports: Ports, options: PassOptions, senders: Senders, now: datetime, size: int
 ) -> Settlement | None:
-    """Claim and work up to `size` due receipts; what was decided, or None when no receipt
-    is due and free. A batch that raises is rolled back and its receipts parked."""
+    """Claim up to `size` due receipts, ask their senders, then work the ones still held
+    in one transaction; what was decided, or None when no receipt is due and free. A
+    batch that raises is rolled back and its receipts parked."""
+    claim: Claim = await QUEUE.claim(pool, now, size, DISPATCH_LEASE)
+    if not claim.rows:
+        return None
+    sent_by = await _senders_of(senders, claim.rows)
+    held = claim.held("trigger_id")
     rows: list[dict[str, Any]] = []
     try:
-        async with transaction(pool) as conn:
-            rows = [dict(r) for r in await conn.fetch(_CLAIM, now, size)]
-            if not rows:
-                return None
+        async with QUEUE.holding(pool, held) as (conn, kept):
+            rows = [dict(r) for r in await conn.fetch(_READ, sorted(kept))]
             try:
-                return await _work(conn, ports, options, senders, rows, now)
+                return await _work(conn, ports, options, sent_by, rows, now)
             except BaseException:
                 # drop what the queue holds for this transaction: it is rolling back
                 with contextlib.suppress(Exception):
@@ -234,8 +265,8 @@ async def dispatch_batch(
                 raise
     except Exception as exc:
         if not rows:
-            raise  # the claim itself failed: the pass fails, the loop backs off
-        return await park_failed_batch(pool, rows, exc, now)
+            raise  # the hold itself failed: the pass fails, the leases give them back
+        return await park_failed_batch(pool, claim, rows, exc, now)
 
 
 async def run_dispatch_pass(

@@ -1,25 +1,25 @@
-"""The delivery pass's statements, and the one rule of an attempt's answer.
+"""Webhook attempts: the delivery pass's statements, and the one rule of an answer.
 
 - `fan_out`: takes written facts (`FOR UPDATE SKIP LOCKED`, oldest first), makes one
   message per endpoint that wants each (`event.webhook_wants`), its body fixed now (the
   names of the event and ticket added; the attendee's PII only for `include_pii`), with
   its first attempt due now, and deletes the facts: one statement.
-- `claim`: per active endpoint with due attempts (its row locked, `SKIP LOCKED`: one
-  claimer at a time per endpoint, any number of processes side by side), its due
-  attempts up to `per_endpoint` less the ones leased right now by any process, oldest
-  first, at most `limit` in all, leased until `lease_until` (a dead holder's rows are
-  due again when the lease ends). So an endpoint never has more than `per_endpoint`
-  attempts in flight, however many processes deliver.
-- `record`: every answer of a flush in one statement, only onto rows whose lease the
-  flush still holds: the attempt's state, the next attempt of a retried message, and the
-  health of the endpoints whose health moves (locked in id order, so two processes'
-  flushes never deadlock): a 410 disables at once; 5 days of nothing but failures
-  disable.
+- `claim`: the one leased queue's (`verbs.leases.WEBHOOK_ATTEMPTS`): per active endpoint
+  with due attempts (its row locked, `SKIP LOCKED`: one claimer at a time per endpoint,
+  any number of processes side by side), its due attempts up to `per_endpoint` less the
+  ones leased right now by any process, oldest first, at most `limit` in all, leased
+  under a token (a dead holder's rows are due again when the lease ends). So an endpoint
+  never has more than `per_endpoint` attempts in flight, however many processes deliver.
+- `record`: every answer of a flush in one statement, onto the rows whose token the
+  flush still holds (`QUEUE.holding`): the attempt's state, the next attempt of a retried
+  message, and the health of the endpoints whose health moves (locked in id order, so two
+  processes' flushes never deadlock): a 410 disables at once; 5 days of nothing but
+  failures disable.
 - `sweep`: messages past the retention whose attempts are over, or whose endpoint is
   disabled (what waits for a disabled endpoint waits at most that long), and previous
   secrets past their overlap.
-- `settle`: 2xx succeeded; else retried after 5 s, 5 min, 30 min, 2 h, 5 h, 10 h and
-  10 h, then failed; a 410 fails at once.
+- `attempt_outcome`: 2xx succeeded; else retried by the webhooks' back-off (`backoff.WEBHOOKS`:
+  5 s, 5 min, 30 min, 2 h, 5 h, 10 h and 10 h), then failed; a 410 fails at once.
 """
 
 from __future__ import annotations
@@ -28,21 +28,15 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from uuid import UUID
 
+from events_svc.backoff import WEBHOOKS
 from events_svc.db import Connection, Pool, affected, connection, transaction
+from events_svc.ports import HttpAnswer
+from events_svc.verbs.leases import WEBHOOK_ATTEMPTS as QUEUE
 
-SCHEDULE = (
-    timedelta(seconds=5),
-    timedelta(minutes=5),
-    timedelta(minutes=30),
-    timedelta(hours=2),
-    timedelta(hours=5),
-    timedelta(hours=10),
-    timedelta(hours=10),
-)
 GONE = 410
 # the passes LISTEN here: a written fact or a queued attempt NOTIFYs it at commit (the
-# tables' triggers); a verb that makes waiting attempts due without inserting (an endpoint
-# enabled again, a redelivery) calls `wake`
+# tables' triggers); a verb that makes waiting attempts due without inserting calls `wake`
+# (an endpoint enabled again) or `redelivered` (an operator's redelivery)
 WAKE_CHANNEL = "event_webhook_due"
 
 _FAN_OUT = """
@@ -77,60 +71,23 @@ WITH taken AS (
 )
 SELECT (SELECT count(*) FROM fact) AS facts, (SELECT count(*) FROM msg) AS messages
 """
-# the endpoints with due attempts that no other claim holds, locked until the claim commits:
-# the claim's own statement, which starts after this lock, sees every lease of the others
-_READY = """
-SELECT w.id FROM event.webhook_endpoints w
-WHERE w.active AND EXISTS (
-    SELECT 1 FROM event.webhook_deliveries d
-    WHERE d.endpoint_id = w.id AND d.state = 'pending' AND d.next_attempt_at <= $1)
-ORDER BY w.id
-FOR NO KEY UPDATE SKIP LOCKED
-"""
-_CLAIM = """
-WITH ready AS (
-    SELECT unnest($5::uuid[]) AS id
-), due AS (
-    SELECT d.id, d.next_attempt_at FROM ready
-    CROSS JOIN LATERAL (
-        SELECT count(*) AS n FROM event.webhook_deliveries h
-        WHERE h.endpoint_id = ready.id AND h.state = 'pending' AND h.lease_until > $1
-    ) held
-    CROSS JOIN LATERAL (
-        SELECT d.id, d.next_attempt_at FROM event.webhook_deliveries d
-        WHERE d.endpoint_id = ready.id AND d.state = 'pending' AND d.next_attempt_at <= $1
-        ORDER BY d.next_attempt_at
-        LIMIT greatest(0, $2 - held.n)
-        FOR UPDATE SKIP LOCKED
-    ) d
-    ORDER BY d.next_attempt_at
-    LIMIT $3
-)
-UPDATE event.webhook_deliveries d SET lease_until = $4, next_attempt_at = $4
-FROM due, event.webhook_messages m, event.webhook_endpoints w
-WHERE d.id = due.id AND m.id = d.message_id AND w.id = d.endpoint_id
-RETURNING d.id, d.message_id, d.endpoint_id, d.attempt, m.event_type,
-    CASE WHEN w.include_pii THEN m.body
-        ELSE event.webhook_body_without_pii(m.body, m.pii_keys) END AS body, w.url,
-    w.secret, CASE WHEN w.previous_secret_until > $1 THEN w.previous_secret END AS previous
-"""
 _RECORD = """
 WITH r AS (
     SELECT * FROM unnest($1::uuid[], $2::text[], $3::int[], $4::int[], $5::text[],
-        $6::timestamptz[], $7::timestamptz[], $8::timestamptz[])
-        AS r(id, state, status, duration_ms, error, attempted_at, next_at, lease)
+        $6::timestamptz[], $7::timestamptz[])
+        AS r(id, state, status, duration_ms, error, attempted_at, next_at)
 ), done AS (
     UPDATE event.webhook_deliveries d
     SET state = r.state::event.webhook_delivery_state, response_status = r.status,
         duration_ms = r.duration_ms, error = r.error, attempted_at = r.attempted_at,
-        next_attempt_at = r.next_at, lease_until = NULL
-    FROM r WHERE d.id = r.id AND d.state = 'pending' AND d.lease_until = r.lease
+        next_attempt_at = r.next_at, lease_until = NULL, lease_token = NULL
+    FROM r WHERE d.id = r.id AND d.state = 'pending' AND d.id = ANY($10::uuid[])
     RETURNING d.message_id, d.endpoint_id, d.attempt, d.state::text AS state,
         d.next_attempt_at, d.response_status, d.attempted_at
 ), again AS (
     INSERT INTO event.webhook_deliveries
         (message_id, endpoint_id, attempt, state, next_attempt_at, created_at)
-    SELECT message_id, endpoint_id, attempt + 1, 'pending', next_attempt_at, $9
+    SELECT message_id, endpoint_id, attempt + 1, 'pending', next_attempt_at, $8
     FROM done WHERE state = 'retrying'
     ON CONFLICT DO NOTHING  -- a redelivery queued the next attempt meanwhile
 ), health AS (
@@ -148,17 +105,17 @@ WITH r AS (
     SELECT w.id, w.active AS was_active, j.gone, j.since, w.failing_since AS current_failing
     FROM event.webhook_endpoints w JOIN judged j ON j.endpoint_id = w.id
     WHERE w.failing_since IS DISTINCT FROM j.since
-       OR (w.active AND (j.gone OR j.since <= $9 - $10::interval))
+       OR (w.active AND (j.gone OR j.since <= $8 - $9::interval))
     ORDER BY w.id
     FOR NO KEY UPDATE OF w
 ), endpoint AS (
     UPDATE event.webhook_endpoints w
     SET failing_since = m.since,
-        active = w.active AND NOT m.gone AND (m.since IS NULL OR m.since > $9 - $10::interval),
+        active = w.active AND NOT m.gone AND (m.since IS NULL OR m.since > $8 - $9::interval),
         disabled_reason = CASE
             WHEN NOT w.active THEN w.disabled_reason
             WHEN m.gone THEN 'gone'
-            WHEN m.since <= $9 - $10::interval THEN 'failing'
+            WHEN m.since <= $8 - $9::interval THEN 'failing'
         END
     FROM (  -- a failure keeps the earlier first failure another record wrote meanwhile
         SELECT id, gone, was_active,
@@ -218,6 +175,7 @@ class Job:
     url: str = field(repr=False)  # a receiver may carry a token in its query
     secrets: tuple[str, ...] = field(repr=False)
     lease_until: datetime
+    lease_token: UUID
 
     @property
     def webhook_id(self) -> str:
@@ -226,35 +184,22 @@ class Job:
 
 
 @dataclass(frozen=True)
-class Answer:
-    """What one attempt got: the status (None: no answer), how long it took, and why it
-    failed without a status (`timeout`, `connection`, `address_not_allowed`)."""
-
-    status: int | None
-    duration_ms: int
-    error: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.status is not None and 200 <= self.status < 300
-
-
-@dataclass(frozen=True)
 class Outcome:
     job: Job
-    answer: Answer
+    answer: HttpAnswer
     attempted_at: datetime
     state: str
     next_attempt_at: datetime | None
 
 
-def settle(job: Job, answer: Answer, now: datetime) -> Outcome:
+def attempt_outcome(job: Job, answer: HttpAnswer, now: datetime) -> Outcome:
     """The one rule of an answer (see the module docstring)."""
     if answer.ok:
         return Outcome(job, answer, now, "succeeded", None)
-    if answer.status == GONE or job.attempt > len(SCHEDULE):
+    retry_at = None if answer.status == GONE else WEBHOOKS.next_at(job.attempt, now)
+    if retry_at is None:
         return Outcome(job, answer, now, "failed", None)
-    return Outcome(job, answer, now, "retrying", now + SCHEDULE[job.attempt - 1])
+    return Outcome(job, answer, now, "retrying", retry_at)
 
 
 @dataclass(frozen=True)
@@ -263,9 +208,18 @@ class Recorded:
     disabled: list[UUID]
 
 
+REDELIVER = "redeliver"  # the payload of an operator's redelivery: sent now, whatever waits
+
+
 async def wake(conn: Connection) -> None:
     """Wake every delivery pass when this transaction commits."""
     await conn.execute("SELECT pg_notify($1, '')", WAKE_CHANNEL)
+
+
+async def redelivered(conn: Connection) -> None:
+    """Have every delivery pass claim now, whatever back-off it holds, when this
+    transaction commits (an operator's redelivery is sent within seconds)."""
+    await conn.execute("SELECT pg_notify($1, $2)", WAKE_CHANNEL, REDELIVER)
 
 
 async def fan_out(pool: Pool, now: datetime, limit: int) -> tuple[int, int]:
@@ -284,12 +238,9 @@ async def claim(
 ) -> list[Job]:
     """Due attempts of the active endpoints, at most `per_endpoint` leased at once to
     each (counting every process's), at most `limit` in all, leased until `now + lease`."""
-    until = now + lease
-    async with transaction(pool) as conn:
-        ready = [r["id"] for r in await conn.fetch(_READY, now)]
-        if not ready:
-            return []
-        rows = await conn.fetch(_CLAIM, now, per_endpoint, limit, until, ready)
+    most = MAX_IN_FLIGHT if limit is None else limit
+    taken = await QUEUE.claim(pool, now, most, lease, per_endpoint)
+    until, token = taken.lease.until, taken.lease.token
     return [
         Job(
             id=r["id"],
@@ -301,8 +252,9 @@ async def claim(
             url=r["url"],
             secrets=tuple(s for s in (r["secret"], r["previous"]) if s),
             lease_until=until,
+            lease_token=token,
         )
-        for r in rows
+        for r in taken.rows
     ]
 
 
@@ -310,7 +262,7 @@ async def record(pool: Pool, outcomes: list[Outcome], now: datetime) -> Recorded
     """Write a flush's answers in one statement (see the module docstring)."""
     if not outcomes:
         return Recorded(0, [])
-    columns: tuple[list[object], ...] = ([], [], [], [], [], [], [], [])
+    columns: tuple[list[object], ...] = ([], [], [], [], [], [], [])
     for o in outcomes:
         values = (
             o.job.id,
@@ -320,12 +272,14 @@ async def record(pool: Pool, outcomes: list[Outcome], now: datetime) -> Recorded
             o.answer.error,
             o.attempted_at,
             o.next_attempt_at,
-            o.job.lease_until,
         )
         for column, value in zip(columns, values, strict=True):
             column.append(value)
-    async with transaction(pool) as conn:
-        row = await conn.fetchrow(_RECORD, *columns, now, FAILING_LIMIT)
+    held = [(o.job.id, o.job.lease_token) for o in outcomes]
+    async with QUEUE.holding(pool, held) as (conn, kept):
+        if not kept:
+            return Recorded(0, [])
+        row = await conn.fetchrow(_RECORD, *columns, now, FAILING_LIMIT, list(kept))
     if row is None:
         return Recorded(0, [])
     return Recorded(int(row["recorded"] or 0), list(row["disabled"]))

@@ -1,0 +1,625 @@
+"""The one loop and the outbound edge, with partners that misbehave for real: a CRM that
+accepts connections and never answers delays only the lead requests; an operator's retry
+on one process ends the relay pause of another; every entry point runs the same passes;
+the one back-off table; the one outbound client reads no proxy from the environment."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+
+from events_svc import backoff, create_app
+from events_svc.adapters.lead_webhook import WebhookLeadSink
+from events_svc.adapters.sms_gateway import SmsGatewayTransport
+from events_svc.adapters.webhook_sender import WebhookSender
+from events_svc.backoff import Backoff
+from events_svc.egress import EgressGuard
+from events_svc.loops import CHANNELS, PASSES
+from events_svc.ports import LeadDelivery, LeadRefused, QueuedMessage
+from events_svc.settings import Settings, SettingsError, SmtpRelay
+from events_svc.surface import EventSurface
+from events_svc.verbs.tokens import create_token
+from tests.probes.delivery.helpers import MAIL_FROM, queue_mail, row
+from tests.probes.delivery.sink import smtp_sink
+from tests.probes.helpers import (
+    API,
+    BASE,
+    Api,
+    cancel,
+    free_port,
+    hand_loop,
+    make_event,
+    start_serve,
+    stop_all,
+    tails,
+    template,
+    wait_ready,
+)
+from tests.probes.waitlist.kit import SECRET, joined, listed_event
+
+LEAD_SECRET = "lead-webhook-secret-0123456789"
+GATEWAY_SECRET = "whsec_" + "QUJDREVGR0hJSktMTU5PUFFSU1RVVldY"  # base64 of 24 bytes
+
+
+async def until(check: Callable[[], Any], within: float, every: float = 0.05) -> Any:
+    """Poll `check` (a coroutine function or a plain one) until it answers something
+    truthy; its answer. Fails after `within` seconds."""
+    deadline = time.monotonic() + within
+    while True:
+        found = check()
+        if asyncio.iscoroutine(found):
+            found = await found
+        if found:
+            return found
+        assert time.monotonic() < deadline, f"not within {within} s"
+        await asyncio.sleep(every)
+
+
+class Silent:
+    """A partner that accepts every connection, reads what it is sent and never answers
+    (a CRM behind a black hole); `connections` counts them."""
+
+    def __init__(self) -> None:
+        self.connections = 0
+        self.port = 0
+        self.server: asyncio.Server | None = None
+        self.writers: list[asyncio.StreamWriter] = []
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        self.writers.append(writer)
+        with contextlib.suppress(Exception):
+            while await reader.read(65536):
+                pass  # never a byte back
+
+    async def __aenter__(self) -> Silent:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.port = self.server.sockets[0].getsockname()[1]
+        return self
+
+    async def __aexit__(self, *_: Any) -> None:
+        assert self.server is not None
+        self.server.close()
+        for writer in self.writers:
+            writer.close()
+        await self.server.wait_closed()
+
+
+@asynccontextmanager
+async def running(settings: Settings, pool: asyncpg.Pool) -> AsyncIterator[httpx.AsyncClient]:
+    """The app over `settings` with its loop running, and a '*' client of it."""
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        headers = await Api(app, pool).token("*")
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url=BASE, headers=headers) as c:
+            c.app = app  # type: ignore[attr-defined]
+            yield c
+
+
+async def lead_requests(admin: httpx.AsyncClient) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    cursor = None
+    while True:
+        params: dict[str, Any] = {"limit": 200, **({"cursor": cursor} if cursor else {})}
+        r = await admin.get("/admin/lead-requests", params=params)
+        assert r.status_code == 200, r.text
+        items += r.json()["items"]
+        cursor = r.json()["next_cursor"]
+        if not cursor:
+            return items
+
+
+async def test_a_crm_that_never_answers_delays_only_the_lead_requests(
+    settings: Settings, pool: asyncpg.Pool
+):
+    """200 lead requests for a CRM that accepts connections and never answers: a
+    registration made meanwhile has its confirmation queued and sent, and a freed seat is
+    offered, each within 10 s; each lead request tried parks with its back-off."""
+    async with Silent() as crm:
+        with smtp_sink() as (relay, port):
+            wired = dataclasses.replace(
+                settings,
+                scheduler_enabled=True,
+                lead_webhook_url=f"http://127.0.0.1:{crm.port}/leads",
+                lead_webhook_secret=LEAD_SECRET,
+                smtp=SmtpRelay(host="127.0.0.1", port=port),
+                mail_from=MAIL_FROM,
+                smtp_rate=0,
+                intake_public=True,
+                capability_secrets=(SECRET,),
+                public_base_url="https://tickets.example.org",
+            )
+            async with running(wired, pool) as admin:
+                kind = (await admin.post("/admin/types", json={"name": "CRM"})).json()
+                for i in range(200):
+                    ev = await make_event(admin, event_type_id=kind["id"], name=f"Lead {i}")
+                    guest = {"event_id": ev["id"], "name": f"G{i}", "email": f"g{i}@x.org"}
+                    assert (await admin.post("/admin/registrations", json=guest)).status_code == 201
+                rule = {
+                    "name": "Everything of the type",
+                    "predicates": [{"axis": "event_type", "value_ids": [kind["id"]]}],
+                }
+                assert (await admin.post("/admin/lead-rules", json=rule)).status_code == 201
+                assert len(await lead_requests(admin)) == 200
+                # the lead pass is now waiting on the silent CRM
+                await until(lambda: crm.connections >= 1, 10)
+
+                # a registration made meanwhile: its confirmation is queued and sent
+                event = await make_event(admin, name="Meanwhile")
+                tpl = await template(admin, body="Welcome {{ registration.name }}")
+                line = {
+                    "event_id": event["id"],
+                    "template_ref": tpl,
+                    "interval_kind": "after_sub",
+                    "interval_unit": "now",
+                    "interval_nbr": 0,
+                }
+                assert (await admin.post("/admin/mails", json=line)).status_code == 201
+                made_at = time.monotonic()
+                guest = {"event_id": event["id"], "name": "Ann", "email": "ann@example.org"}
+                assert (await admin.post("/admin/registrations", json=guest)).status_code == 201
+                await until(lambda: any(m["To"] == "ann@example.org" for m in relay.accepted), 10)
+                assert time.monotonic() - made_at < 10
+                queued = await pool.fetchval(
+                    "SELECT delivery_state::text FROM event.outbox_messages WHERE recipient = $1",
+                    "ann@example.org",
+                )
+                assert queued == "sent"
+
+                # a freed seat is offered to the one waiting
+                full = await listed_event(admin, 1)
+                r = await admin.post(
+                    "/admin/registrations",
+                    json={"event_id": full["id"], "name": "Sat", "email": "sat@example.org"},
+                )
+                seated = r.json()["id"]
+                public = httpx.AsyncClient(
+                    transport=httpx.ASGITransport(app=admin.app),  # type: ignore[attr-defined]
+                    base_url=BASE,
+                )
+                async with public:
+                    await joined(public, full["id"], "wait@example.org")
+                freed_at = time.monotonic()
+                assert (await cancel(admin, seated)).status_code == 200
+
+                async def offered() -> bool:
+                    status = await pool.fetchval(
+                        "SELECT status::text FROM event.waitlist_entry WHERE event_id = $1",
+                        uuid.UUID(full["id"]),
+                    )
+                    return bool(status == "offered")
+
+                await until(offered, 10)
+                assert time.monotonic() - freed_at < 10
+
+                # the lead requests tried so far park and back off, none tried twice
+                parked = await until(lambda: _parked(admin), 30)  # a call is bounded to 10 s
+                now = datetime.now(UTC)
+                for request in parked:
+                    assert request["attempts"] == 1 and request["done"] is False
+                    assert request["error_detail"] == "webhook did not answer within 10 s"
+                    retry_at = datetime.fromisoformat(request["next_attempt_at"])
+                    assert now + timedelta(seconds=40) < retry_at <= now + timedelta(minutes=1)
+                assert crm.connections <= 4  # one call at a time: nothing hammers the CRM
+                assert len(await lead_requests(admin)) == 200  # none done, none lost
+            assert relay.accepted and relay.accepted[0]["To"] == "ann@example.org"
+
+
+async def _parked(admin: httpx.AsyncClient) -> list[dict[str, Any]]:
+    return [r for r in await lead_requests(admin) if r["attempts"] > 0]
+
+
+async def test_a_retry_on_one_process_ends_the_relay_pause_of_another(
+    db_url: str, pool: asyncpg.Pool, tmp_path: Path
+):
+    """Two processes: one sends the outbox (its relay drops a connection, so it pauses the
+    mail channel for a minute), the other only serves the API. The retry route on the
+    second ends the first one's pause: the message is accepted within 5 s. Retried while
+    the relay is still down, it fails again (one more attempt) and the pause resumes,
+    longer."""
+    token, _ = await create_token(pool, "retry", ["*"], None, datetime.now(UTC))
+    headers = {"Authorization": f"Bearer {token}"}
+    with smtp_sink() as (relay, port):
+        relay.script = ["drop"]
+        smtp = {
+            "EVENTS_SMTP_URL": f"smtp://127.0.0.1:{port}",
+            "EVENTS_MAIL_FROM": MAIL_FROM,
+            "EVENTS_SMTP_RATE": "0",
+            "EVENTS_SMTP_TIMEOUT_S": "5",
+        }
+        sender_port, api_port = free_port(), free_port()
+        with (
+            (tmp_path / "sender.log").open("w") as out_a,
+            (tmp_path / "api.log").open("w") as out_b,
+        ):
+            sender = start_serve(db_url, sender_port, output=out_a.fileno(), **smtp)
+            api_only = start_serve(
+                db_url, api_port, output=out_b.fileno(), EVENT_SCHEDULER_ENABLED="false"
+            )
+            procs = [(f"http://127.0.0.1:{sender_port}", sender)]
+            procs.append((f"http://127.0.0.1:{api_port}", api_only))
+            try:
+                for base, proc in procs:
+                    await asyncio.to_thread(wait_ready, proc, base, 90)
+                [first] = await queue_mail(pool, recipient="ada@example.org")
+                await until(lambda: _state(pool, first, "retrying"), 20)
+                paused = await row(pool, first)
+                assert paused["attempts"] == 1
+                assert paused["last_error"]["kind"] == "connection"
+                # its own back-off and the channel's pause: a minute from now
+                assert paused["next_attempt_at"] > datetime.now(UTC) + timedelta(seconds=40)
+
+                other = f"http://127.0.0.1:{api_port}{API}"
+                async with httpx.AsyncClient(base_url=other, headers=headers) as api:
+                    retried_at = time.monotonic()
+                    r = await api.post(f"/admin/outbox/{first}/retry")
+                    assert r.status_code == 200 and r.json()["delivery_state"] == "queued"
+                    await until(lambda: len(relay.accepted) == 1, 5)
+                    assert time.monotonic() - retried_at < 5
+                    sent = await until(lambda: _state(pool, first, "sent"), 5)
+                    assert sent["attempts"] == 2
+
+                    # the relay is down again (it drops the kept session, then the new one):
+                    # the retry fails at once, and the pause resumes
+                    relay.script = ["drop", "drop"]
+                    [second] = await queue_mail(pool, recipient="bob@example.org")
+                    await until(lambda: _state(pool, second, "retrying"), 20)
+                    relay.script = ["drop"]
+                    r = await api.post(f"/admin/outbox/{second}/retry")
+                    assert r.status_code == 200
+                    again = await until(lambda: _attempts(pool, second, 2), 5)
+                    assert again["state"] == "retrying"
+                    assert again["last_error"]["kind"] == "connection"
+                    # the second pause in a row: two minutes
+                    later = datetime.now(UTC) + timedelta(seconds=100)
+                    assert again["next_attempt_at"] > later
+                    assert len(relay.accepted) == 1
+            finally:
+                stop_all(procs)
+        said = (tmp_path / "sender.log").read_text()
+        paused_lines = [
+            json.loads(line)
+            for line in said.splitlines()
+            if line.startswith("{") and "outbox channel paused" in line
+        ]
+        assert [p["times"] for p in paused_lines] == [1, 1, 2], tails(tmp_path)
+        for text in (said, (tmp_path / "api.log").read_text()):
+            assert "ada@example.org" not in text and "bob@example.org" not in text
+
+
+async def _state(pool: asyncpg.Pool, row_id: uuid.UUID, state: str) -> dict[str, Any] | None:
+    found = await row(pool, row_id)
+    return found if found["state"] == state else None
+
+
+async def _attempts(pool: asyncpg.Pool, row_id: uuid.UUID, n: int) -> dict[str, Any] | None:
+    found = await row(pool, row_id)
+    return found if found["attempts"] >= n and found["state"] != "sending" else None
+
+
+def _shape(passes: list[dict[str, Any]]) -> list[tuple[str, str, str | None]]:
+    return [(p["name"], p["status"], p["detail"]) for p in passes]
+
+
+async def test_the_four_entry_points_run_the_same_passes(
+    db_url: str, settings: Settings, pool: asyncpg.Pool, admin: httpx.AsyncClient
+):
+    """The route, the CLI, the host surface and the loop run one composition: the same
+    passes, in the same order, each ran or skipped for the same reason."""
+    ran = await admin.post("/admin/schedulers/run")
+    assert ran.status_code == 200, ran.text
+    view = ran.json()
+    before = {"schedulers", "sent", "dropped", "failed", "pruned", "recipients_failed"}
+    before |= {"failures", "more", "offers_made", "offers_expired", "offers_closed"}
+    assert before < set(view)  # the run summary's keys of before, beside `passes`
+    route = _shape(view["passes"])
+    expected = [(name, "ran", None) for name in PASSES]
+    expected[PASSES.index("dispatch")] = ("dispatch", "skipped", "disabled")
+    expected[PASSES.index("sweep")] = ("sweep", "skipped", "not_due")
+    assert route == expected
+    assert all(p["counts"] == {} for p in view["passes"] if p["status"] == "skipped")
+
+    env = {**os.environ, "EVENTS_DATABASE_URL": db_url}
+    cli = subprocess.run(
+        [sys.executable, "-m", "events_svc", "scheduler", "run-once"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    printed = json.loads(cli.stdout)
+    assert set(printed) == {"passes", "more"} and _shape(printed["passes"]) == route
+
+    surface = EventSurface(pool, settings)
+    assert _shape((await surface.run_due_schedulers())["passes"]) == route
+
+    loop = hand_loop(pool, settings)  # the probe's ports compose no outbox transport
+    assert loop.skipped == {"dispatch": "disabled", "delivery": "disabled"}
+    assert list(loop.lanes) == [n for n in (*PASSES, *CHANNELS) if n not in loop.skipped]
+    for name in PASSES:
+        if name in loop.lanes:
+            await loop.lanes[name].tick()
+            last = loop.lanes[name].last
+            assert last is not None and (last.name, last.status) == (name, "ran")
+    with_dispatch = dataclasses.replace(settings, trigger_dispatch=True)
+    assert "dispatch" in hand_loop(pool, with_dispatch).lanes
+    on = await EventSurface(pool, with_dispatch).run_due_schedulers()
+    assert _shape(on["passes"])[PASSES.index("dispatch")] == ("dispatch", "ran", None)
+
+
+async def test_a_failed_pass_does_not_stop_the_others_and_the_cli_says_so(
+    db_url: str, pool: asyncpg.Pool, admin: httpx.AsyncClient
+):
+    await pool.execute("ALTER TABLE event.attendance_imports RENAME TO attendance_imports_away")
+    try:
+        env = {**os.environ, "EVENTS_DATABASE_URL": db_url}
+        cli = subprocess.run(
+            [sys.executable, "-m", "events_svc", "scheduler", "run-once"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        view = (await admin.post("/admin/schedulers/run")).json()
+    finally:
+        await pool.execute("ALTER TABLE event.attendance_imports_away RENAME TO attendance_imports")
+    assert cli.returncode == 1
+    printed = {p["name"]: p for p in json.loads(cli.stdout)["passes"]}
+    routed = {p["name"]: p for p in view["passes"]}
+    for passes in (printed, routed):
+        assert list(passes) == list(PASSES)
+        assert passes["imports"]["status"] == "failed"
+        assert passes["imports"]["detail"] == "UndefinedTableError"  # the class, never data
+        assert passes["imports"]["counts"] == {}
+        assert passes["operations"]["status"] == "ran"  # the ones after it ran
+
+
+def test_the_one_back_off_table():
+    assert backoff.OUTBOX.seconds(1) == 60 and backoff.OUTBOX.seconds(7) == 3600
+    created = datetime(2027, 1, 1, tzinfo=UTC)
+    assert not backoff.OUTBOX.gives_up(50, written_at=created, now=created + timedelta(hours=47))
+    assert backoff.OUTBOX.gives_up(1, written_at=created, now=created + timedelta(hours=48))
+    assert [backoff.WEBHOOKS.seconds(n) for n in range(1, 8)] == [
+        5,
+        300,
+        1800,
+        7200,
+        18000,
+        36000,
+        36000,
+    ]
+    assert backoff.WEBHOOKS.next_at(7, created) == created + timedelta(hours=10)
+    assert backoff.WEBHOOKS.next_at(8, created) is None  # the 8th attempt was the last
+    assert [backoff.JOBS.seconds(n) for n in range(1, 5)] == [5, 10, 20, 40]
+    assert backoff.JOBS.next_at(5, created) is None  # `failed`: only a resume revives it
+    assert backoff.LEAD_REQUESTS.seconds(1) == 60 and backoff.LEAD_REQUESTS.seconds(9) == 3600
+    assert backoff.CHANNEL_PAUSE.seconds(2) == 120
+    assert backoff.PASS_FAILED.seconds(1) == 5 and backoff.PASS_FAILED.seconds(20) == 300
+    assert Backoff(0.5, 10.0).seconds(1_000_000) == 10.0  # a long streak never overflows
+    assert set(backoff.TABLE) >= {"outbox", "webhooks", "lead_requests", "jobs", "offers"}
+
+
+def test_the_gateways_own_settings_and_the_outbound_proxy_are_read_strictly():
+    base = {"EVENTS_SMS_GATEWAY_URL": "http://gw.internal/sms"}
+    base["EVENTS_SMS_GATEWAY_SECRET"] = GATEWAY_SECRET
+    plain = Settings.from_env(base)
+    assert (plain.sms_gateway_timeout_s, plain.sms_gateway_concurrency) == (10, 4)
+    assert plain.outbound_proxy == ""
+    tuned = Settings.from_env(
+        {
+            **base,
+            "EVENTS_SMS_GATEWAY_TIMEOUT_S": "3",
+            "EVENTS_SMS_GATEWAY_CONCURRENCY": "2",
+            "EVENTS_SMTP_TIMEOUT_S": "60",
+            "EVENTS_OUTBOUND_PROXY": "http://user:pw@proxy.internal:3128",
+        }
+    )
+    assert (tuned.sms_gateway_timeout_s, tuned.sms_gateway_concurrency) == (3, 2)
+    assert tuned.outbound_proxy == "http://user:pw@proxy.internal:3128"
+    assert "pw" not in repr(tuned)
+    for name, value in (
+        ("EVENTS_SMS_GATEWAY_TIMEOUT_S", "0"),
+        ("EVENTS_SMS_GATEWAY_CONCURRENCY", "many"),
+        ("EVENTS_OUTBOUND_PROXY", "ftp://proxy.internal"),
+        ("EVENTS_OUTBOUND_PROXY", "http://user:secret@proxy.internal:port"),
+    ):
+        with pytest.raises(SettingsError, match=name) as refused:
+            Settings.from_env({**base, name: value})
+        assert "secret" not in str(refused.value)
+
+
+class Proxy:
+    """A forward proxy on loopback: records each request line it is sent and answers 200
+    `{"lead_id": "via-proxy"}` without going anywhere."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.port = 0
+        self.server: asyncio.Server | None = None
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(Exception):
+            while True:
+                line = (await reader.readline()).decode("latin-1").strip()
+                if not line:
+                    break
+                self.lines.append(line)
+                length = 0
+                while (header := (await reader.readline()).decode("latin-1").strip()) != "":
+                    if header.lower().startswith("content-length:"):
+                        length = int(header.split(":", 1)[1])
+                await reader.readexactly(length)
+                body = b'{"lead_id": "via-proxy"}'
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+                    + f"content-length: {len(body)}\r\n\r\n".encode()
+                    + body
+                )
+                await writer.drain()
+        writer.close()
+
+    async def __aenter__(self) -> Proxy:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.port = self.server.sockets[0].getsockname()[1]
+        return self
+
+    async def __aexit__(self, *_: Any) -> None:
+        assert self.server is not None
+        self.server.close()
+        await self.server.wait_closed()
+
+
+class Receiver:
+    """A partner on loopback that answers every request 200 `{"lead_id": "direct"}`."""
+
+    def __init__(self) -> None:
+        self.paths: list[str] = []
+        self.port = 0
+        self.server: asyncio.Server | None = None
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(Exception):
+            line = (await reader.readline()).decode("latin-1").split()
+            self.paths.append(line[1])
+            length = 0
+            while (header := (await reader.readline()).decode("latin-1").strip()) != "":
+                if header.lower().startswith("content-length:"):
+                    length = int(header.split(":", 1)[1])
+            await reader.readexactly(length)
+            body = b'{"lead_id": "direct"}'
+            writer.write(
+                b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nconnection: close\r\n"
+                + f"content-length: {len(body)}\r\n\r\n".encode()
+                + body
+            )
+            await writer.drain()
+        writer.close()
+
+    async def __aenter__(self) -> Receiver:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.port = self.server.sockets[0].getsockname()[1]
+        return self
+
+    async def __aexit__(self, *_: Any) -> None:
+        assert self.server is not None
+        self.server.close()
+        await self.server.wait_closed()
+
+
+def _sms() -> QueuedMessage:
+    return QueuedMessage(
+        id=uuid.uuid4(),
+        channel="sms",
+        message_id="<sms-1@events.example.org>",
+        recipient="+32470000001",
+        sender="events",
+        reply_to="",
+        subject="",
+        body="See you",
+        attachments=(),
+        event_id=None,
+        registration_id=None,
+    )
+
+
+def _delivery() -> LeadDelivery:
+    return LeadDelivery(
+        action="create",
+        rule_id=uuid.uuid4(),
+        event_id=uuid.uuid4(),
+        grain="per_event_day",
+        group_key="g",
+        lead_id=None,
+        registration_ids=[uuid.uuid4()],
+        new_registration_ids=[],
+        idempotency_key="p:1",
+    )
+
+
+async def test_the_outbound_client_reads_no_proxy_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    """`HTTP_PROXY`, `HTTPS_PROXY`, `ALL_PROXY` and `NO_PROXY` are never read: the SMS
+    gateway, the lead sink and webhooks go direct; `EVENTS_OUTBOUND_PROXY` takes the
+    operator's own partners (gateway, lead sink) through a proxy, never a webhook."""
+
+    async with Proxy() as proxy, Receiver() as partner:
+        through = f"http://127.0.0.1:{proxy.port}"
+        for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "all_proxy"):
+            monkeypatch.setenv(name, through)
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        monkeypatch.delenv("no_proxy", raising=False)
+        gateway_url = f"http://127.0.0.1:{partner.port}/sms"
+        sink_url = f"http://127.0.0.1:{partner.port}/leads"
+        hook_url = f"http://127.0.0.1:{partner.port}/hook"
+
+        gateway = SmsGatewayTransport(gateway_url, GATEWAY_SECRET)
+        sink = WebhookLeadSink(sink_url, LEAD_SECRET)
+        hooks = WebhookSender(EgressGuard(allow_private=True))
+        try:
+            assert await gateway.send(_sms()) is None
+            assert await sink.create_lead(_delivery()) == "direct"
+            answer = await hooks.send(hook_url, (GATEWAY_SECRET,), "msg_1", b"{}")
+            assert answer.ok
+        finally:
+            await gateway.close()
+            await sink.close()
+        assert partner.paths == ["/sms", "/leads", "/hook"] and proxy.lines == []
+
+        gateway = SmsGatewayTransport(gateway_url, GATEWAY_SECRET, proxy=through)
+        sink = WebhookLeadSink(sink_url, LEAD_SECRET, proxy=through)
+        try:
+            assert await gateway.send(_sms()) is None
+            assert await sink.create_lead(_delivery()) == "via-proxy"
+            answer = await hooks.send(hook_url, (GATEWAY_SECRET,), "msg_2", b"{}")
+            assert answer.ok  # a webhook never goes through the proxy
+        finally:
+            await gateway.close()
+            await sink.close()
+            await hooks.close()
+        assert proxy.lines == [f"POST {gateway_url} HTTP/1.1", f"POST {sink_url} HTTP/1.1"]
+        assert partner.paths == ["/sms", "/leads", "/hook", "/hook"]
+
+
+async def test_a_lead_call_is_tried_once_and_bounded_in_time():
+    async with Silent() as crm:
+        sink = WebhookLeadSink(f"http://127.0.0.1:{crm.port}/leads", LEAD_SECRET, timeout_s=0.5)
+        try:
+            call = sink.create_lead(_delivery())
+            with pytest.raises(LeadRefused, match=r"did not answer within 0\.5 s"):
+                await asyncio.wait_for(call, 5)  # its own bound ends it, not this one
+        finally:
+            await sink.close()
+    assert crm.connections == 1  # tried once: the pass parks it and backs it off
+
+
+async def test_a_kick_ends_a_lanes_failure_back_off_and_a_plain_wake_does_not(
+    settings: Settings, pool: asyncpg.Pool
+):
+    from events_svc.verbs.webhooks import WAKE_CHANNEL
+
+    loop = hand_loop(pool, settings)
+    lane = loop.lanes["webhooks"]
+    lane.failing = 3  # backing off after failed runs
+    loop._heard(WAKE_CHANNEL, "")
+    assert not lane.woken.is_set()  # new facts do not make a failing pass busy
+    loop._heard(WAKE_CHANNEL, "redeliver")
+    assert lane.woken.is_set()  # an operator's redelivery is sent now
