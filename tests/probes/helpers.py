@@ -404,6 +404,22 @@ async def heard_nothing_more(
     return first == marker
 
 
+def run_once_cli(
+    db_url: str, *args: str, check: bool = True, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """`events-svc scheduler run-once` over `db_url`, with more `env` (its stdout: one
+    JSON object)."""
+    env = {**os.environ, "EVENTS_DATABASE_URL": db_url, **env}
+    return subprocess.run(
+        [sys.executable, "-m", "events_svc", "scheduler", "run-once", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=check,
+    )
+
+
 def operation_params(kind: str) -> dict[str, Any]:
     """Valid parameters of an operation of `kind` on event_body's event."""
     if kind == "reschedule":

@@ -15,9 +15,6 @@ import asyncio
 import dataclasses
 import json
 import logging
-import os
-import subprocess
-import sys
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -43,6 +40,7 @@ from tests.probes.helpers import (
     make_event,
     ports,
     run_all,
+    run_once_cli,
     seed,
     start_serve,
     template,
@@ -654,17 +652,9 @@ async def test_run_once_runs_the_operations_and_the_dispatcher_when_it_is_on(
     )
     assert r.status_code == 202, r.text
 
-    def run_once(**extra: str) -> dict[str, Any]:
-        env = {**os.environ, "EVENTS_DATABASE_URL": db_url, **extra}
-        out = subprocess.run(
-            [sys.executable, "-m", "events_svc", "scheduler", "run-once"],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-        )
-        return {p["name"]: p for p in json.loads(out.stdout)["passes"]}
+    def run_once(**env: str) -> dict[str, Any]:
+        printed = json.loads(run_once_cli(db_url, **env).stdout)
+        return {p["name"]: p for p in printed["passes"]}
 
     off = run_once()
     assert off["operations"]["counts"]["triggers"] == 3

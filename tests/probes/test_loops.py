@@ -9,12 +9,8 @@ import asyncio
 import contextlib
 import dataclasses
 import json
-import os
-import subprocess
-import sys
-import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -45,30 +41,18 @@ from tests.probes.helpers import (
     free_port,
     hand_loop,
     make_event,
+    run_once_cli,
     start_serve,
     stop_all,
     tails,
     template,
+    until_true,
     wait_ready,
 )
 from tests.probes.waitlist.kit import SECRET, joined, listed_event
 
 LEAD_SECRET = "lead-webhook-secret-0123456789"
 GATEWAY_SECRET = "whsec_" + "QUJDREVGR0hJSktMTU5PUFFSU1RVVldY"  # base64 of 24 bytes
-
-
-async def until(check: Callable[[], Any], within: float, every: float = 0.05) -> Any:
-    """Poll `check` (a coroutine function or a plain one) until it answers something
-    truthy; its answer. Fails after `within` seconds."""
-    deadline = time.monotonic() + within
-    while True:
-        found = check()
-        if asyncio.iscoroutine(found):
-            found = await found
-        if found:
-            return found
-        assert time.monotonic() < deadline, f"not within {within} s"
-        await asyncio.sleep(every)
 
 
 class Silent:
@@ -159,7 +143,7 @@ async def test_a_crm_that_never_answers_delays_only_the_lead_requests(
                 assert (await admin.post("/admin/lead-rules", json=rule)).status_code == 201
                 assert len(await lead_requests(admin)) == 200
                 # the lead pass is now waiting on the silent CRM
-                await until(lambda: crm.connections >= 1, 10)
+                await until_true(lambda: crm.connections >= 1, 10)
 
                 # a registration made meanwhile: its confirmation is queued and sent
                 event = await make_event(admin, name="Meanwhile")
@@ -172,11 +156,9 @@ async def test_a_crm_that_never_answers_delays_only_the_lead_requests(
                     "interval_nbr": 0,
                 }
                 assert (await admin.post("/admin/mails", json=line)).status_code == 201
-                made_at = time.monotonic()
                 guest = {"event_id": event["id"], "name": "Ann", "email": "ann@example.org"}
                 assert (await admin.post("/admin/registrations", json=guest)).status_code == 201
-                await until(lambda: any(m["To"] == "ann@example.org" for m in relay.accepted), 10)
-                assert time.monotonic() - made_at < 10
+                await until_true(lambda: _received(relay, "ann@example.org"), 10)
                 queued = await pool.fetchval(
                     "SELECT delivery_state::text FROM event.outbox_messages WHERE recipient = $1",
                     "ann@example.org",
@@ -196,7 +178,6 @@ async def test_a_crm_that_never_answers_delays_only_the_lead_requests(
                 )
                 async with public:
                     await joined(public, full["id"], "wait@example.org")
-                freed_at = time.monotonic()
                 assert (await cancel(admin, seated)).status_code == 200
 
                 async def offered() -> bool:
@@ -206,11 +187,10 @@ async def test_a_crm_that_never_answers_delays_only_the_lead_requests(
                     )
                     return bool(status == "offered")
 
-                await until(offered, 10)
-                assert time.monotonic() - freed_at < 10
+                await until_true(offered, 10)
 
                 # the lead requests tried so far park and back off, none tried twice
-                parked = await until(lambda: _parked(admin), 30)  # a call is bounded to 10 s
+                parked = await until_true(lambda: _parked(admin), 30)  # a call is bounded to 10 s
                 now = datetime.now(UTC)
                 for request in parked:
                     assert request["attempts"] == 1 and request["done"] is False
@@ -220,6 +200,10 @@ async def test_a_crm_that_never_answers_delays_only_the_lead_requests(
                 assert crm.connections <= 4  # one call at a time: nothing hammers the CRM
                 assert len(await lead_requests(admin)) == 200  # none done, none lost
             assert relay.accepted and relay.accepted[0]["To"] == "ann@example.org"
+
+
+def _received(relay: Any, address: str) -> bool:
+    return any(m["To"] == address for m in relay.accepted)
 
 
 async def _parked(admin: httpx.AsyncClient) -> list[dict[str, Any]]:
@@ -259,7 +243,7 @@ async def test_a_retry_on_one_process_ends_the_relay_pause_of_another(
                 for base, proc in procs:
                     await asyncio.to_thread(wait_ready, proc, base, 90)
                 [first] = await queue_mail(pool, recipient="ada@example.org")
-                await until(lambda: _state(pool, first, "retrying"), 20)
+                await until_true(lambda: _state(pool, first, "retrying"), 20)
                 paused = await row(pool, first)
                 assert paused["attempts"] == 1
                 assert paused["last_error"]["kind"] == "connection"
@@ -268,23 +252,21 @@ async def test_a_retry_on_one_process_ends_the_relay_pause_of_another(
 
                 other = f"http://127.0.0.1:{api_port}{API}"
                 async with httpx.AsyncClient(base_url=other, headers=headers) as api:
-                    retried_at = time.monotonic()
                     r = await api.post(f"/admin/outbox/{first}/retry")
                     assert r.status_code == 200 and r.json()["delivery_state"] == "queued"
-                    await until(lambda: len(relay.accepted) == 1, 5)
-                    assert time.monotonic() - retried_at < 5
-                    sent = await until(lambda: _state(pool, first, "sent"), 5)
+                    await until_true(lambda: len(relay.accepted) == 1, 5)
+                    sent = await until_true(lambda: _state(pool, first, "sent"), 5)
                     assert sent["attempts"] == 2
 
                     # the relay is down again (it drops the kept session, then the new one):
                     # the retry fails at once, and the pause resumes
                     relay.script = ["drop", "drop"]
                     [second] = await queue_mail(pool, recipient="bob@example.org")
-                    await until(lambda: _state(pool, second, "retrying"), 20)
+                    await until_true(lambda: _state(pool, second, "retrying"), 20)
                     relay.script = ["drop"]
                     r = await api.post(f"/admin/outbox/{second}/retry")
                     assert r.status_code == 200
-                    again = await until(lambda: _attempts(pool, second, 2), 5)
+                    again = await until_true(lambda: _attempts(pool, second, 2), 5)
                     assert again["state"] == "retrying"
                     assert again["last_error"]["kind"] == "connection"
                     # the second pause in a row: two minutes
@@ -336,16 +318,7 @@ async def test_the_four_entry_points_run_the_same_passes(
     assert route == expected
     assert all(p["counts"] == {} for p in view["passes"] if p["status"] == "skipped")
 
-    env = {**os.environ, "EVENTS_DATABASE_URL": db_url}
-    cli = subprocess.run(
-        [sys.executable, "-m", "events_svc", "scheduler", "run-once"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    printed = json.loads(cli.stdout)
+    printed = json.loads(run_once_cli(db_url).stdout)
     assert set(printed) == {"passes", "more"} and _shape(printed["passes"]) == route
 
     surface = EventSurface(pool, settings)
@@ -370,14 +343,7 @@ async def test_a_failed_pass_does_not_stop_the_others_and_the_cli_says_so(
 ):
     await pool.execute("ALTER TABLE event.attendance_imports RENAME TO attendance_imports_away")
     try:
-        env = {**os.environ, "EVENTS_DATABASE_URL": db_url}
-        cli = subprocess.run(
-            [sys.executable, "-m", "events_svc", "scheduler", "run-once"],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        cli = run_once_cli(db_url, check=False)
         view = (await admin.post("/admin/schedulers/run")).json()
     finally:
         await pool.execute("ALTER TABLE event.attendance_imports_away RENAME TO attendance_imports")
@@ -446,74 +412,37 @@ def test_the_gateways_own_settings_and_the_outbound_proxy_are_read_strictly():
         assert "secret" not in str(refused.value)
 
 
-class Proxy:
-    """A forward proxy on loopback: records each request line it is sent and answers 200
-    `{"lead_id": "via-proxy"}` without going anywhere."""
+class Answering:
+    """An HTTP partner on loopback that records each request line it is sent and answers
+    200 `{"lead_id": <lead_id>}`, keeping the connection: a receiver, or (sent absolute
+    URLs) a forward proxy that goes nowhere."""
 
-    def __init__(self) -> None:
+    def __init__(self, lead_id: str) -> None:
+        self.body = json.dumps({"lead_id": lead_id}).encode()
         self.lines: list[str] = []
         self.port = 0
         self.server: asyncio.Server | None = None
 
+    @property
+    def paths(self) -> list[str]:
+        return [line.split()[1] for line in self.lines]
+
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         with contextlib.suppress(Exception):
-            while True:
-                line = (await reader.readline()).decode("latin-1").strip()
-                if not line:
-                    break
+            while line := (await reader.readline()).decode("latin-1").strip():
                 self.lines.append(line)
                 length = 0
                 while (header := (await reader.readline()).decode("latin-1").strip()) != "":
                     if header.lower().startswith("content-length:"):
                         length = int(header.split(":", 1)[1])
                 await reader.readexactly(length)
-                body = b'{"lead_id": "via-proxy"}'
-                writer.write(
-                    b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
-                    + f"content-length: {len(body)}\r\n\r\n".encode()
-                    + body
-                )
+                head = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+                writer.write(f"{head}content-length: {len(self.body)}\r\n\r\n".encode())
+                writer.write(self.body)
                 await writer.drain()
         writer.close()
 
-    async def __aenter__(self) -> Proxy:
-        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
-        self.port = self.server.sockets[0].getsockname()[1]
-        return self
-
-    async def __aexit__(self, *_: Any) -> None:
-        assert self.server is not None
-        self.server.close()
-        await self.server.wait_closed()
-
-
-class Receiver:
-    """A partner on loopback that answers every request 200 `{"lead_id": "direct"}`."""
-
-    def __init__(self) -> None:
-        self.paths: list[str] = []
-        self.port = 0
-        self.server: asyncio.Server | None = None
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        with contextlib.suppress(Exception):
-            line = (await reader.readline()).decode("latin-1").split()
-            self.paths.append(line[1])
-            length = 0
-            while (header := (await reader.readline()).decode("latin-1").strip()) != "":
-                if header.lower().startswith("content-length:"):
-                    length = int(header.split(":", 1)[1])
-            await reader.readexactly(length)
-            body = b'{"lead_id": "direct"}'
-            writer.write(
-                b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nconnection: close\r\n"
-                + f"content-length: {len(body)}\r\n\r\n".encode()
-                + body
-            )
-            await writer.drain()
-        writer.close()
-
-    async def __aenter__(self) -> Receiver:
+    async def __aenter__(self) -> Answering:
         self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
         self.port = self.server.sockets[0].getsockname()[1]
         return self
@@ -561,7 +490,7 @@ async def test_the_outbound_client_reads_no_proxy_from_the_environment(
     gateway, the lead sink and webhooks go direct; `EVENTS_OUTBOUND_PROXY` takes the
     operator's own partners (gateway, lead sink) through a proxy, never a webhook."""
 
-    async with Proxy() as proxy, Receiver() as partner:
+    async with Answering("via-proxy") as proxy, Answering("direct") as partner:
         through = f"http://127.0.0.1:{proxy.port}"
         for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "all_proxy"):
             monkeypatch.setenv(name, through)

@@ -40,6 +40,7 @@ from tests.probes.helpers import (
     outbox,
     ports,
     run,
+    run_once_cli,
     scheduler,
     seed,
     start_serve,
@@ -259,16 +260,7 @@ async def test_routes_templates_runs_and_outbox(api: Api, admin: httpx.AsyncClie
 
 async def test_scheduler_run_once_cli(db_url: str, api: Api, admin: httpx.AsyncClient):
     await due_now(api, admin, 3)
-    env = {**os.environ, "EVENTS_DATABASE_URL": db_url}
-    out = subprocess.run(
-        [sys.executable, "-m", "events_svc", "scheduler", "run-once", "--sweep"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    result = json.loads(out.stdout)  # one JSON object: the logs went to stderr
+    result = json.loads(run_once_cli(db_url, "--sweep").stdout)  # the logs went to stderr
     assert set(result) == {"passes", "more"} and result["more"] is False
     passes = {p["name"]: p for p in result["passes"]}
     assert list(passes) == list(PASSES)

@@ -136,24 +136,15 @@ class OfferSummary:
         return bool(self.offered or self.expired or self.closed or self.failed)
 
 
-async def _expire(conn: Connection, event: dict[str, Any], now: datetime) -> int:
-    """Expire the event's offers past their deadline; answers how many."""
-    rows = await conn.fetch(_EXPIRE, event["id"])
+async def _closing_entries(
+    conn: Connection, event: dict[str, Any], statement: str, reason: str, now: datetime
+) -> int:
+    """Close the event's entries `statement` picks (`_EXPIRE`: offers past their deadline
+    become `expired`; `_CLOSE_LIST`: every live entry of an event that takes no one
+    becomes `removed`), their offers' drafts released with `reason`; how many."""
+    rows = await conn.fetch(statement, event["id"])
     for row in rows:
-        await release_offer(
-            conn, event, list(row["registration_ids"]), "waitlist_offer_expired", now
-        )
-    return len(rows)
-
-
-async def _close(conn: Connection, event: dict[str, Any], now: datetime) -> int:
-    """Close the list of an event that takes no one any more (cancelled, over): its
-    waiting entries and its offers become `removed`, the offers' drafts released."""
-    rows = await conn.fetch(_CLOSE_LIST, event["id"])
-    for row in rows:
-        await release_offer(
-            conn, event, list(row["registration_ids"]), "waitlist_event_closed", now
-        )
+        await release_offer(conn, event, list(row["registration_ids"]), reason, now)
     return len(rows)
 
 
@@ -204,9 +195,13 @@ async def _serve_event(
         event = {**(await read_event(conn, event_id)), **locked}  # as locked
         summary.events += 1
         if closing(event) is not None:
-            summary.closed += await _close(conn, event, now)
+            summary.closed += await _closing_entries(
+                conn, event, _CLOSE_LIST, "waitlist_event_closed", now
+            )
         else:
-            summary.expired += await _expire(conn, event, now)
+            summary.expired += await _closing_entries(
+                conn, event, _EXPIRE, "waitlist_offer_expired", now
+            )
             if open_for_offers(event):
                 await _offer_in_order(conn, ports, options, event, settings, sender, now, summary)
     if recovered:
