@@ -1,7 +1,7 @@
 """The `events-svc` command: builds Settings and runs one subcommand.
 
 serve [--workers N]        start PostgreSQL (embedded unless EVENTS_DATABASE_URL),
-                           apply migrations, serve the API (and the scheduler loop)
+                           apply migrations, serve the API (and the loop)
 migrate                    apply pending migrations and exit
 token create|list|revoke   manage bearer API tokens
 scheduler run-once         every pass once, now, as the loop runs them (--sweep: the done
@@ -236,7 +236,7 @@ def delivery_notice(settings: Settings) -> list[str]:
 def cmd_outbox(settings: Settings, args: argparse.Namespace) -> int:
     """`outbox drain --once`: claim and send every due message now, then print the summary
     as JSON (exit 1 when no transport is configured)."""
-    if not standalone_ports(settings=settings).transports:
+    if settings.smtp is None and not settings.sms_gateway_url:
         print(
             "events-svc: nothing can be sent: set EVENTS_SMTP_URL (and EVENTS_MAIL_FROM) or "
             "EVENTS_SMS_GATEWAY_URL",
@@ -252,7 +252,7 @@ def cmd_outbox(settings: Settings, args: argparse.Namespace) -> int:
         try:
             return (await drainer.drain()).as_dict()
         finally:
-            await drainer.close()
+            await close_ports(ports)  # the transports, and the lead sink's client
 
     print(json.dumps(_with_pool(settings, drain), sort_keys=True))
     return 0
@@ -268,7 +268,7 @@ def _parser() -> argparse.ArgumentParser:
         "--workers",
         type=int,
         default=1,
-        help="service processes sharing the port (each runs the scheduler loop)",
+        help="service processes sharing the port (each runs the loop)",
     )
     sub.add_parser("migrate", help="apply pending migrations")
     token = sub.add_parser("token", help="manage API tokens")

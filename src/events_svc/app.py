@@ -371,7 +371,7 @@ async def warm_routes(app: FastAPI) -> None:
 
 def app_from_env() -> FastAPI:
     """The app built from the environment: the factory `serve --workers N` hands to uvicorn
-    (each worker process builds its own app, pool and scheduler loop)."""
+    (each worker process builds its own app, pool and loop)."""
     settings = Settings.from_env()
     if not logging.getLogger().handlers:  # a fresh worker process: the same JSON lines
         handler = logging.StreamHandler()

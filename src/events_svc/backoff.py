@@ -6,9 +6,10 @@ ceiling) or an explicit schedule (the webhooks' 5 s ... 10 h table), with an opt
 give-up bound: after so many failed attempts in a row, or once a window since the work
 was written has passed. Every channel that retries names its constants once, in the
 table below, and nowhere else: the outbox, webhooks, lead requests, scheduler lines,
-trigger receipts, jobs (imports and operations), waiting-list offers, and the loop's own
+trigger receipts, jobs (imports and operations), waiting-list offers, the loop's own
 waits (a failing pass, due work another process holds, a relay that is down, a lost
-LISTEN connection, answers kept while the database is away).
+LISTEN connection, answers kept while the database is away), and the shared throttle
+windows' store.
 """
 
 from __future__ import annotations
@@ -90,6 +91,9 @@ CHANNEL_PAUSE = Backoff(60.0, 3600.0)
 LISTEN_LOST = Backoff(1.0, 60.0)
 # a batch's answers kept while the database is away, written again 0.5 s doubling to 10 s
 ANSWERS_KEPT = Backoff(0.5, 10.0)
+# the shared throttle windows' store (Redis) unreachable: each process keeps its own
+# windows and tries the store again every 30 s
+SHARED_WINDOWS = Backoff(30.0, 30.0)
 
 TABLE: dict[str, Backoff] = {
     "outbox": OUTBOX,
@@ -104,4 +108,5 @@ TABLE: dict[str, Backoff] = {
     "channel_pause": CHANNEL_PAUSE,
     "listen_lost": LISTEN_LOST,
     "answers_kept": ANSWERS_KEPT,
+    "shared_windows": SHARED_WINDOWS,
 }

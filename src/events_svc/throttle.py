@@ -45,10 +45,10 @@ from limits.storage import storage_from_string
 from starlette.requests import Request
 
 from events_svc import errors
+from events_svc.backoff import SHARED_WINDOWS
 from events_svc.settings import Settings, SettingsError
 
 log = logging.getLogger("events_svc.throttle")
-_RETRY_SHARED_S = 30
 T = TypeVar("T")
 
 
@@ -102,9 +102,10 @@ class Throttle:
             try:
                 return self.shared, await op(self.shared)
             except Exception:  # an unreachable store must never turn into a 500
-                self.degraded_until = time.monotonic() + _RETRY_SHARED_S
+                self.degraded_until = time.monotonic() + SHARED_WINDOWS.seconds(1)
                 log.warning(
-                    "throttle store unreachable: using per-process windows for %ds", _RETRY_SHARED_S
+                    "throttle store unreachable: using per-process windows for %ds",
+                    SHARED_WINDOWS.seconds(1),
                 )
         return self.local, await op(self.local)
 

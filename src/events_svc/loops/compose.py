@@ -2,7 +2,8 @@
 
 `compose_passes` builds every pass in its one order: `offers`, `mail`, `leads`, `imports`,
 `operations`, `dispatch`, `sweep` (`PASSES`); beside them the outbound channels,
-`delivery` (the outbox: mail and sms) and `webhooks` (`CHANNELS`). The loop runs each of
+`delivery_mail` and `delivery_sms` (the outbox's two channels, each with a drainer of its
+own) and `webhooks` (`CHANNELS`). The loop runs each of
 both in its lane. `POST /admin/schedulers/run`, `events-svc scheduler run-once` and the
 host surface run the passes once (`Composition.run`), so the four entry points cannot
 drift: each lists every pass, in this order, as it ran or why it did not (`disabled`,
@@ -34,7 +35,8 @@ from events_svc.loops.scheduled import (
 from events_svc.loops.webhooks import WebhookOptions, WebhookPass
 
 PASSES = ("offers", "mail", "leads", "imports", "operations", "dispatch", "sweep")
-CHANNELS = ("delivery", "webhooks")
+CHANNELS = ("delivery_mail", "delivery_sms", "webhooks")
+OUTBOX_CHANNELS = ("mail", "sms")
 # the run summary's keys of before, read off the mail pass (and the offers)
 _MAIL_KEYS = ("schedulers", "sent", "dropped", "failed", "pruned", "recipients_failed")
 
@@ -73,9 +75,20 @@ def compose_passes(services: Services) -> Composition:
     """Every pass, in the one order (see the module docstring)."""
     s = services
     guard = s.egress or EgressGuard(allow_private=s.settings.webhook_allow_private)
-    drainer = Drainer(
-        s.pool, s.ports.transports, DrainOptions.from_settings(s.settings), s.clock, s.metrics
-    )
+    options = DrainOptions.from_settings(s.settings)
+    drainers = [
+        DeliveryPass(
+            channel,
+            Drainer(
+                s.pool,
+                tuple(t for t in s.ports.transports if t.channel == channel),
+                options,
+                s.clock,
+                s.metrics,
+            ),
+        )
+        for channel in OUTBOX_CHANNELS
+    ]
     hooks = WebhookPass(
         s.pool,
         WebhookSender(guard),
@@ -93,7 +106,7 @@ def compose_passes(services: Services) -> Composition:
         DispatchPass(s),
         SweepPass(s),
     ]
-    channels: list[Pass] = [DeliveryPass(drainer), hooks]
+    channels: list[Pass] = [*drainers, hooks]
     assert tuple(p.name for p in passes) == PASSES
     assert tuple(c.name for c in channels) == CHANNELS
     return Composition(s, passes, channels)

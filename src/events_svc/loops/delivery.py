@@ -266,7 +266,9 @@ class Drainer:
         claim = await delivery.claim_due(
             self.pool(), channels, now, self.options.batch, lease, first
         )
-        self.retried.difference_update(r.message.id for r in claim.rows if r.retried)
+        # the retries were asked of every process: what this claim did not take, another
+        # process took (or it is not due); none is kept for later
+        self.retried.clear()
         if not claim.rows:
             return summary
         sessions = {c: asyncio.Semaphore(t.sessions) for c, t in self.transports.items()}
@@ -315,15 +317,17 @@ class Drainer:
 
 
 class DeliveryPass(Pass):
-    """The outbox's delivery as a pass of the loop (see the module docstring); switched
-    off where no transport is composed (messages are held in the outbox)."""
+    """One outbox channel's delivery (`mail` or `sms`) as a channel of the loop, with a
+    drainer of its own: a relay or gateway that is slow or silent holds only its own
+    channel's lane, never the other's. Switched off where the channel has no transport
+    (its messages are held in the outbox)."""
 
-    name = "delivery"
     wakes = (delivery.WAKE_CHANNEL,)
     floor_s = FLOOR_S
 
-    def __init__(self, drainer: Drainer) -> None:
+    def __init__(self, channel: str, drainer: Drainer) -> None:
         super().__init__()
+        self.name = f"delivery_{channel}"
         self.drainer = drainer
 
     def skip(self, entry: Entry) -> str | None:

@@ -164,8 +164,14 @@ class Loop:
                 lane.notify()
 
     def _opened(self) -> None:
+        """The LISTEN connection is (again) open: what was written meanwhile is looked at
+        now, and a lane backing off after failures (the database away, most likely) runs
+        again at once."""
         for lane in self.lanes.values():
-            lane.notify()
+            if lane.failing:
+                lane.kick()
+            else:
+                lane.notify()
 
     @property
     def lost(self) -> int:

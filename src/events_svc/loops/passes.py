@@ -143,17 +143,22 @@ async def run_pass(
     if why is not None:
         return PassReport(job.name, "skipped", detail=why)
     deadline = time.monotonic() + budget_s
+    tripped = False  # the pass was told to stop by its budget (not by a shutdown)
 
     def over() -> bool:
-        return stopping() or time.monotonic() >= deadline
+        nonlocal tripped
+        if stopping():
+            return True
+        if time.monotonic() >= deadline:
+            tripped = True
+        return tripped
 
     try:
         ran = await job.run(now, over, entry)
     except Exception as exc:
         return PassReport(job.name, "failed", detail=type(exc).__name__, error=exc)
-    more = ran.more or (time.monotonic() >= deadline and not stopping())
-    ran.more = more
-    return PassReport(job.name, "ran", dict(ran.counts), None, more, ran)
+    ran.more = ran.more or tripped
+    return PassReport(job.name, "ran", dict(ran.counts), None, ran.more, ran)
 
 
 async def run_passes(

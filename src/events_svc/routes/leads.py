@@ -1,7 +1,7 @@
 """Admin routes of the CRM lead rules: the rules (with the answer-to-rule bridge), the
 queue, one lead pass now, and the relink of a merged lead. Reads need `event:read`,
 writes `lead:write`. Every route is fenced by the actor's company (the verbs hold the
-rules: `verbs/leads/rules.py`, `queue.py`, `pass_.py`)."""
+rules: `verbs/leads/rules.py`, `queue.py`, `worker.py`)."""
 
 from __future__ import annotations
 

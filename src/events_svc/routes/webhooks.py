@@ -1,6 +1,6 @@
 """Webhook endpoints for integrators (scope `webhook:write`): CRUD, secret rotation,
 ping, the delivery log and redelivery. The messages themselves are written by the verbs
-that make the changes and sent by the webhook loop (`webhook_loop`)."""
+that make the changes and sent by the loop's webhooks channel (`loops/webhooks.py`)."""
 
 from __future__ import annotations
 

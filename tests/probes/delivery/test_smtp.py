@@ -381,7 +381,7 @@ async def test_the_lifespan_drainer_wakes_when_a_message_is_written(
                 if sink.accepted:
                     break
                 await asyncio.sleep(0.05)
-            assert "delivery" in app.state.events.loop.lanes
+            assert "delivery_mail" in app.state.events.loop.lanes
         assert len(sink.accepted) == 1
     for _ in range(20):
         if (await row(pool, row_id))["state"] == "sent":
@@ -401,7 +401,7 @@ async def test_a_broken_relay_costs_one_attempt_per_back_off_and_no_cpu(
     relay = relay_settings(settings, free_port(), scheduler_enabled=True)
     app = create_app(relay)
     async with app.router.lifespan_context(app):
-        loop = app.state.events.loop.lanes["delivery"]
+        loop = app.state.events.loop.lanes["delivery_mail"]
         for _ in range(100):
             if (await row(pool, ids[-1]))["state"] == "retrying":
                 break

@@ -4,8 +4,8 @@
 company's: 404), is held `FOR KEY SHARE`; the job is claimed with `INSERT ... ON CONFLICT
 DO NOTHING` on (event, Idempotency-Key, the actor's company) — no row back means the key
 was used already, and the answer is that job, nothing stored twice —, then every row is
-stored in one `unnest` insert, the creation audited (counts only) and the scheduler loop
-woken. An import of zero rows is a job `completed` at once.
+stored in one `unnest` insert, the creation audited (counts only) and the job passes
+woken (`event_jobs_due`). An import of zero rows is a job `completed` at once.
 
 **Resume** (from `queued`, `running`, `paused` or `failed`; a `paused`/`failed` job's
 failures and back-off are cleared, audited) runs batches now, for at most

@@ -71,10 +71,11 @@ from events_svc.verbs.mail import (
 )
 
 FEED_READS = 20  # feed batches per pass (then `more`: the loop comes back at once)
-# how long a claim holds its receipts before its batch's transaction locks them: far longer
-# than the partner directory's answers for one batch; a dispatcher that died gives its
-# receipts back when it runs out
+# how long a claim holds its receipts before its batch's transaction locks them: longer
+# than the partner directory may take for one batch (SENDERS_BUDGET_S); a dispatcher that
+# died gives its receipts back when it runs out
 DISPATCH_LEASE = timedelta(seconds=15)
+SENDERS_BUDGET_S = 8.0
 
 # the held receipts, with what their message needs (the claim leased them; the batch's
 # transaction has locked them)

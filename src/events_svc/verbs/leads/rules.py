@@ -19,7 +19,7 @@ a platform rule), existing types; questions are checked as before (an unknown on
 `reference_not_found`). Types and questions are company-shared configuration, visible to
 all: naming them is always in scope, and what keeps a rule on a shared type or question
 inside its company is the walk's fence (the rule reaches only its company's and shared
-events and registrations: `arming`, `pass_`, `walk`).
+events and registrations: `arming`, `worker`, `walk`).
 
 Creating a rule active, activating it, or editing an active rule's predicates or trigger
 queues every event it can match (`arming.queue_for_rule`). Writes are audited with

@@ -28,7 +28,9 @@ that never answers delays only the lead requests.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -40,6 +42,7 @@ from events_svc.db import Pool, transaction
 from events_svc.diagnostics import error_fields
 from events_svc.ports import LeadSink
 from events_svc.settings import Settings
+from events_svc.verbs.leads.arming import WAKE_CHANNEL
 from events_svc.verbs.leads.walk import deliver_pending, walk_rule
 from events_svc.verbs.leases import LEAD_REQUESTS as QUEUE
 from events_svc.verbs.leases import Claim
@@ -150,11 +153,12 @@ async def _work(
     claim: Claim,
     req: dict[str, Any],
     now: datetime,
+    at: Callable[[], datetime],
     summary: LeadSummary,
     stopping: Callable[[], bool],
 ) -> bool:
-    """One request: walk every admitting rule, deliver, then finish or park; False when
-    it stopped in the middle (given back, the rest for a later pass)."""
+    """One request: walk every admitting rule, deliver, then finish or park (at the time
+    `at` says); False when it stopped in the middle (the caller gives it back)."""
     async with transaction(pool) as conn:
         event = await conn.fetchrow(_EVENT, req["event_id"])
         rules = [r["id"] for r in await conn.fetch(_RULES, req["event_id"])] if event else []
@@ -171,12 +175,12 @@ async def _work(
         summary.groups_updated += out.updated
         if out.refused is not None:
             summary.parked += 1
-            await _park(pool, claim, req, out.refused, now)
+            await _park(pool, claim, req, out.refused, at())
             return True
         if out.stopped:
             return False
     summary.finished += 1
-    await _finish(pool, claim, req, now)
+    await _finish(pool, claim, req, at())
     return True
 
 
@@ -195,41 +199,61 @@ async def run_lead_pass(
     then says work may be left). `force` ignores the back-off of parked requests (never a
     lease); `event_id` works that event's request only; `company_id` (a company actor's
     run) only the requests of that company's events (not the shared ones: they may carry
-    other companies' rules, and are left to the scheduled pass or a platform run)."""
+    other companies' rules, and are left to the scheduled pass or a platform run).
+
+    A request is parked (or finished) at the pass's `now` plus the time the pass has run,
+    so its back-off counts from its own try. What a claim took and the pass did not work
+    (it stopped, or an error left it) is given back at once and the lead passes of every
+    process are woken: no request waits for a lease that no one is using."""
     summary = LeadSummary()
     worked: list[UUID] = []
     lease = timedelta(seconds=options.lease_s)
+    started = time.monotonic()
+
+    def at() -> datetime:
+        return now + timedelta(seconds=time.monotonic() - started)
+
     while summary.requests < options.cap:
         if stopping():
             summary.more = True
             return summary
         take = min(options.batch, options.cap - summary.requests)
         claim = await QUEUE.claim(pool, now, take, lease, force, event_id, worked, company_id)
-        for index, req in enumerate(claim.rows):
-            if stopping():
-                rest = [(r["id"], claim.lease.token) for r in claim.rows[index:]]
-                await QUEUE.give_back(pool, rest, now)
-                summary.more = True
-                return summary
-            summary.requests += 1
-            worked.append(req["id"])
-            try:
-                whole = await _work(pool, sink, options, claim, req, now, summary, stopping)
-            except Exception as exc:  # recorded on its request; the pass goes on
-                summary.parked += 1
-                reason = f"lead request failed: {type(exc).__name__}"
-                await _park(pool, claim, req, reason, now, error_fields(exc))
-                continue
-            if not whole:  # stopped inside it: given back as it was
-                await QUEUE.give_back(pool, [(req["id"], claim.lease.token)], now)
-                rest = [(r["id"], claim.lease.token) for r in claim.rows[index + 1 :]]
-                await QUEUE.give_back(pool, rest, now)
-                summary.more = True
-                return summary
+        done: set[UUID] = set()
+        try:
+            for req in claim.rows:
+                if stopping():
+                    summary.more = True
+                    return summary
+                summary.requests += 1
+                worked.append(req["id"])
+                try:
+                    whole = await _work(pool, sink, options, claim, req, now, at, summary, stopping)
+                except Exception as exc:  # recorded on its request; the pass goes on
+                    summary.parked += 1
+                    reason = f"lead request failed: {type(exc).__name__}"
+                    await _park(pool, claim, req, reason, at(), error_fields(exc))
+                    whole = True
+                if not whole:  # stopped inside it: given back as it was
+                    summary.more = True
+                    return summary
+                done.add(req["id"])
+        finally:
+            left = [(r["id"], claim.lease.token) for r in claim.rows if r["id"] not in done]
+            if left:  # even when cancelled: the lease would keep them from everyone
+                await asyncio.shield(_give_back(pool, left, at()))
         if len(claim.rows) < take:
             return summary
     summary.more = summary.requests >= options.cap
     return summary
+
+
+async def _give_back(pool: Pool, held: list[tuple[UUID, UUID]], now: datetime) -> None:
+    """The requests a pass took and did not work, back to the queue; every lead pass is
+    woken to look at them."""
+    if await QUEUE.give_back(pool, held, now):
+        async with transaction(pool) as conn:
+            await conn.execute("SELECT pg_notify($1, 'given_back')", WAKE_CHANNEL)
 
 
 async def next_lead_due(pool: Pool, now: datetime) -> datetime | None:

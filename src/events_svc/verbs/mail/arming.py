@@ -5,7 +5,7 @@ stamped (their eligibility time), and ALL the event's schedulers are armed in th
 same transaction: after-subscription ones get `mail_done` cleared and
 `scheduled_date` pulled forward to the earliest new due time (`date_open` + the
 scheduler's interval); event-based ones that already finished are reopened (the
-late registrant is owed their mail); then a NOTIFY wakes the scheduler loops.
+late registrant is owed their mail); then a NOTIFY wakes the mail pass of every loop.
 Unarchiving an `open`/`done` row arms the same way, keeping its `date_open`.
 Re-confirming an open row and `open -> done` never come here. When an attendee's
 address changes, the mails that failed for that attendee
@@ -90,7 +90,7 @@ async def lock_schedulers(conn: Connection, event_id: UUID) -> list[UUID]:
 
 
 async def wake_schedulers(conn: Connection, event_id: UUID) -> None:
-    """Wake the scheduler loops when this transaction commits."""
+    """Wake the mail pass of every loop when this transaction commits."""
     await conn.execute(_NOTIFY, CHANNEL, str(event_id))
 
 

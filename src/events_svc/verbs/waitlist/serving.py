@@ -105,10 +105,12 @@ WHERE w.event_id = $1 AND w.status = 'waiting'
 ORDER BY w.created_at, w.id LIMIT $4
 FOR NO KEY UPDATE  -- after the event, slot and ticket rows
 """
+# the event's back-off, on its settings row (written when it has none: its defaults)
 _FAILED = """
-UPDATE event.waitlist_settings
-SET offer_failures = offer_failures + 1, offer_retry_at = $2, offer_error = $3
-WHERE event_id = $1
+INSERT INTO event.waitlist_settings AS s (event_id, offer_failures, offer_retry_at, offer_error)
+VALUES ($1, 1, $2, $3)
+ON CONFLICT (event_id) DO UPDATE
+SET offer_failures = s.offer_failures + 1, offer_retry_at = $2, offer_error = $3
 RETURNING offer_failures
 """
 _RETRY_AT = "SELECT offer_failures FROM event.waitlist_settings WHERE event_id = $1"

@@ -2,9 +2,10 @@
 
 The log is one row per attempt, newest first. A redelivery sends the attempt's message
 again at once, with the same `webhook-id`: the message's waiting attempt is made due now,
-or (none waiting) one more attempt is queued; a disabled endpoint refuses it (409
-`webhook_endpoint_disabled`: enable it first). A ping is a message of type `ping` queued
-to the one endpoint, whatever its event types.
+or (none waiting) one more attempt is queued, ahead of the endpoint's other waiting
+attempts, and every delivery pass is kicked (whatever back-off it holds); a disabled
+endpoint refuses it (409 `webhook_endpoint_disabled`: enable it first). A ping is a
+message of type `ping` queued to the one endpoint, whatever its event types.
 """
 
 from __future__ import annotations
@@ -34,10 +35,15 @@ FROM event.webhook_deliveries d JOIN event.webhook_endpoints w ON w.id = d.endpo
 WHERE d.id = $1 AND (w.company_id = $2 OR $2::uuid IS NULL)
 """
 # the waiting attempt made due now (unless a pass holds it: it is being sent), else a
-# new attempt after the message's last one
+# new attempt after the message's last one; due before any other waiting attempt of its
+# endpoint, so the claims take it first (the log shows it due now, or just before)
 _REDELIVER = """
-WITH waiting AS (
-    UPDATE event.webhook_deliveries SET next_attempt_at = $2
+WITH front AS (
+    SELECT least($2::timestamptz, min(next_attempt_at) - interval '1 millisecond') AS at
+    FROM event.webhook_deliveries
+    WHERE endpoint_id = $3 AND state = 'pending' AND lease_until IS NULL
+), waiting AS (
+    UPDATE event.webhook_deliveries SET next_attempt_at = (SELECT at FROM front)
     WHERE message_id = $1 AND state = 'pending' AND lease_until IS NULL
     RETURNING id
 ), held AS (
@@ -46,7 +52,7 @@ WITH waiting AS (
 ), queued AS (
     INSERT INTO event.webhook_deliveries
         (message_id, endpoint_id, attempt, state, next_attempt_at, created_at)
-    SELECT $1, $3, max(attempt) + 1, 'pending', $2, $2
+    SELECT $1, $3, max(attempt) + 1, 'pending', (SELECT at FROM front), $2
     FROM event.webhook_deliveries
     WHERE message_id = $1
       AND NOT EXISTS (SELECT 1 FROM waiting) AND NOT EXISTS (SELECT 1 FROM held)
