@@ -119,7 +119,10 @@ class Lane:
         stopping = self.loop.stopping
         while not stopping.is_set():
             self.woken.clear()
-            hold, delay = await self.tick()
+            try:
+                hold, delay = await self.tick()
+            except Exception as exc:  # a bug of the lane itself: it backs off, never dies
+                hold, delay = 0.0, self._failed(exc)
             if hold > 0:  # not woken sooner than this
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stopping.wait(), timeout=hold)
