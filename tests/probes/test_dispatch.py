@@ -718,3 +718,42 @@ async def test_any_writer_of_triggers_wakes_the_dispatching_loop(
         assert [m["body"] for m in await outbox(admin, ev["id"])] == ["See you, Guest 1"]
         await admin.aclose()
         await api.client.aclose()
+
+
+async def test_a_directory_that_never_answers_parks_the_batch_within_its_budget(
+    api: Api, admin, monkeypatch: pytest.MonkeyPatch
+):
+    """Each question to the partner directory has its own bound, and a batch's questions
+    one budget: the parties not asked in time park with the others, backed off, and the
+    pass ends instead of waiting on the directory."""
+    from events_svc.verbs.dispatch import mailing
+    from events_svc.verbs.mail import due_lines
+
+    monkeypatch.setattr(due_lines, "DIRECTORY_TIMEOUT_S", 0.2)
+    monkeypatch.setattr(mailing, "SENDERS_BUDGET_S", 0.3)
+
+    class Hanging:
+        def __init__(self) -> None:
+            self.asked = 0
+
+        async def contact(self, partner_id: uuid.UUID) -> Any:
+            self.asked += 1
+            await asyncio.Event().wait()  # never answers
+
+    await mapped(admin, "event_rescheduled")
+    for n in range(3):  # three organizers: three questions, if there were time
+        ev = await make_event(admin, organizer_id=str(uuid.uuid4()))
+        await attendee(admin, ev["id"], n)
+        await operate(admin, ev["id"], "reschedule", RESCHEDULE)
+    directory = Hanging()
+    hanging = dataclasses.replace(ports(api.pool), partner_directory=directory)
+    summary = await asyncio.wait_for(dispatch(api, p=hanging), 10)
+    assert (summary.sent, summary.parked) == (0, 3)
+    assert directory.asked == 2  # 0.2 s each: the third party was never asked
+    assert sorted((await receipts(api)).values()) == [("parked", "batch_failed", 1)] * 3
+    async with api.pool.acquire() as conn:
+        details = await conn.fetch(
+            "SELECT error_detail, next_attempt_at > now() AS later"
+            " FROM event.trigger_dispatch_receipts"
+        )
+    assert {(r["error_detail"], r["later"]) for r in details} == {("TimeoutError", True)}

@@ -9,6 +9,7 @@ import asyncio
 import dataclasses
 import hashlib
 import hmac
+import itertools
 import json
 import signal
 import subprocess
@@ -29,6 +30,7 @@ from events_svc.adapters.lead_webhook import WebhookLeadSink
 from events_svc.ports import Ports
 from events_svc.settings import Settings
 from events_svc.verbs.leads import LeadOptions, run_lead_pass
+from events_svc.verbs.leads.worker import LEASE_S
 from tests.probes.helpers import BASE, Api, free_port, hand_loop, make_event
 
 SECRET = "lead-webhook-secret-0123456789"
@@ -44,6 +46,7 @@ class Hook:
         self.calls: list[dict[str, Any]] = []
         self.leads: dict[str, str] = {}
         self.mode = "ok"
+        self.delay = 0.0  # seconds each answer takes
         self.seen = asyncio.Event()
         self.release = asyncio.Event()
         self.url = ""
@@ -56,6 +59,7 @@ class Hook:
         signed = hmac.compare_digest(request.headers.get("X-Events-Signature", ""), expected)
         self.calls.append({"body": body, "key": key, "signed": signed})
         self.seen.set()
+        await asyncio.sleep(self.delay)
         if self.mode == "refuse":
             return web.json_response({"error": "not today"}, status=422)
         if self.mode == "stall":
@@ -328,7 +332,7 @@ async def test_a_walker_killed_mid_pass_never_creates_a_group_twice(crm, hook, p
     try:
         early = await run_lead_pass(pool, sink, LeadOptions(), datetime.now(UTC))
         assert early.requests == 0  # the dead walker's lease still holds
-        after_lease = datetime.now(UTC) + timedelta(seconds=901)
+        after_lease = datetime.now(UTC) + timedelta(seconds=LEASE_S + 1)
         summary = await run_lead_pass(pool, sink, LeadOptions(), after_lease)
     finally:
         await sink.close()
@@ -461,3 +465,89 @@ async def test_concurrent_passes_work_each_request_once(crm, hook, pool):
     keys = [c["body"]["group_key"] for c in hook.creates()]
     assert len(keys) == len(set(keys)) == 4  # one walk-in day per event, created once
     assert sum(s["groups_created"] for s in summaries) == 4
+
+
+async def _queue_rows(pool: asyncpg.Pool) -> list[dict[str, Any]]:
+    async with pool.acquire() as conn:
+        rows = await conn.fetch(
+            "SELECT id, done, attempts, updated_at, next_attempt_at, lease_until, lease_token"
+            " FROM event.lead_requests ORDER BY updated_at"
+        )
+    return [dict(r) for r in rows]
+
+
+async def _events_with_requests(crm: httpx.AsyncClient, n: int) -> None:
+    events = [await make_event(crm) for _ in range(n)]
+    await rule(crm, {"axis": "event", "value_ids": [ev["id"] for ev in events]})
+    for ev in events:
+        await register(crm, ev["id"], 1)
+
+
+async def test_a_parked_requests_back_off_counts_from_its_own_try(crm, hook, pool):
+    """Each request of a pass parks at the time it was tried (the pass's start plus the
+    time it has run), so a slow CRM does not shorten the later requests' back-off."""
+    await _events_with_requests(crm, 3)
+    hook.mode, hook.delay = "refuse", 0.3
+    sink = WebhookLeadSink(hook.url, SECRET)
+    try:
+        summary = await run_lead_pass(pool, sink, LeadOptions(), datetime.now(UTC))
+    finally:
+        await sink.close()
+    assert (summary.requests, summary.parked) == (3, 3)
+    parked = await _queue_rows(pool)
+    for req in parked:
+        assert req["attempts"] == 1 and req["lease_token"] is None
+        assert req["next_attempt_at"] - req["updated_at"] == timedelta(minutes=1)
+    tried = [req["updated_at"] for req in parked]
+    assert all(b - a >= timedelta(seconds=0.25) for a, b in itertools.pairwise(tried))
+
+
+async def test_a_pass_renews_its_lease_while_it_works(crm, hook, pool):
+    """Work that outlasts the claim's lease never leaves a claimed request free for
+    another walker: past half the lease, the pass renews what it still holds."""
+    await _events_with_requests(crm, 4)
+    hook.delay = 0.3
+    sink = WebhookLeadSink(hook.url, SECRET)
+    seen: list[int] = []  # requests claimed with a lease already run out, each look
+    short = LeadOptions(lease_s=0.5)
+    try:
+        task = asyncio.create_task(run_lead_pass(pool, sink, short, datetime.now(UTC)))
+        while not task.done():
+            now = datetime.now(UTC)
+            rows = await _queue_rows(pool)
+            seen.append(sum(1 for r in rows if r["lease_token"] and r["lease_until"] <= now))
+            await asyncio.sleep(0.03)
+        summary = await task
+    finally:
+        await sink.close()
+    assert summary.finished == 4  # 1.2 s of work under a 0.5 s lease
+    assert len(seen) > 10 and not any(seen)
+    assert all(r["done"] and r["lease_token"] is None for r in await _queue_rows(pool))
+
+
+async def test_a_cancelled_pass_gives_its_requests_back_and_wakes_the_walkers(
+    crm, hook, pool, db_url
+):
+    """A pass cancelled in a CRM call (a shutdown) gives back what its claim held, at
+    once, and NOTIFYs the lead channel: no request waits for a lease no one is using."""
+    from events_svc.verbs.leads.arming import WAKE_CHANNEL
+
+    await _events_with_requests(crm, 2)
+    hook.mode = "stall"
+    heard: asyncio.Queue[str] = asyncio.Queue()
+    listener = await asyncpg.connect(db_url)
+    await listener.add_listener(WAKE_CHANNEL, lambda *args: heard.put_nowait(args[3]))
+    sink = WebhookLeadSink(hook.url, SECRET)
+    try:
+        task = asyncio.create_task(run_lead_pass(pool, sink, LeadOptions(), datetime.now(UTC)))
+        await asyncio.wait_for(hook.seen.wait(), 10)
+        assert all(r["lease_token"] is not None for r in await _queue_rows(pool))
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert await asyncio.wait_for(heard.get(), 5) == "given_back"
+    finally:
+        await sink.close()
+        await listener.close()
+    rows = await _queue_rows(pool)
+    assert [(r["done"], r["lease_token"], r["attempts"]) for r in rows] == [(False, None, 0)] * 2

@@ -28,6 +28,8 @@ from events_svc.adapters.webhook_sender import WebhookSender
 from events_svc.backoff import Backoff
 from events_svc.egress import EgressGuard
 from events_svc.loops import CHANNELS, PASSES
+from events_svc.loops.loop import Loop
+from events_svc.loops.passes import LOOP, Entry, Pass, Ran, run_pass
 from events_svc.ports import LeadDelivery, LeadRefused, QueuedMessage, RefusingTicketsPdf
 from events_svc.settings import Settings, SettingsError, SmtpRelay
 from events_svc.surface import EventSurface
@@ -658,3 +660,69 @@ async def _succeeded(
 
     attempts = [a for a in await log(admin, endpoint_id) if a["state"] == "succeeded"]
     return attempts if len(attempts) >= n else None
+
+
+class Failing(Pass):
+    """A pass that fails each run, after a NOTIFY of its own channel arrived mid-run."""
+
+    name = "failing"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.runs = 0
+
+    async def run(self, now: datetime, stopping: Any, entry: Entry) -> Ran:
+        self.runs += 1
+        self.wake()  # new work was written while this run was failing
+        await asyncio.sleep(0)
+        raise ConnectionError("the partner is away")
+
+
+async def test_a_wake_heard_during_a_failing_run_does_not_cut_its_back_off(
+    settings: Settings, pool: asyncpg.Pool
+):
+    job = Failing()
+    loop = Loop([job], lambda: pool, settings, lambda: datetime.now(UTC))
+    lane = loop.lanes["failing"]
+    lane.task = asyncio.create_task(lane.serve())
+    try:
+        await until_true(lambda: job.runs == 1, 5)
+        await asyncio.sleep(0.5)  # PASS_FAILED: 5 s before the next run
+        assert (job.runs, lane.failing) == (1, 1)
+        lane.kick()  # an operator's retry runs it now
+        await until_true(lambda: job.runs == 2, 5)
+    finally:
+        await loop.stop()
+    assert lane.failures == 2
+
+
+async def test_a_reopened_listen_connection_runs_failing_lanes_at_once(
+    settings: Settings, pool: asyncpg.Pool
+):
+    loop = hand_loop(pool, settings)
+    failing, quiet = loop.lanes["webhooks"], loop.lanes["offers"]
+    failing.failing = 2  # the database was away: its runs failed
+    failing.woken.clear()
+    quiet.woken.clear()
+    loop._opened()
+    assert failing.woken.is_set() and failing.kicked  # runs now, whatever its back-off
+    assert quiet.woken.is_set()  # looks at what was written while no one listened
+
+
+async def test_more_is_said_when_the_budget_stops_a_pass_not_when_a_shutdown_does():
+    class Batches(Pass):
+        name = "batches"
+
+        async def run(self, now: datetime, stopping: Any, entry: Entry) -> Ran:
+            done = 0
+            while not stopping() and done < 3:
+                done += 1
+            return Ran({"done": done})
+
+    now = datetime.now(UTC)
+    finished = await run_pass(Batches(), LOOP, now)
+    assert (finished.counts, finished.more) == ({"done": 3}, False)
+    budget = await run_pass(Batches(), LOOP, now, budget_s=0)
+    assert (budget.counts, budget.more) == ({"done": 0}, True)
+    shutdown = await run_pass(Batches(), LOOP, now, stopping=lambda: True)
+    assert (shutdown.counts, shutdown.more) == ({"done": 0}, False)

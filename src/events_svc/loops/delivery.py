@@ -15,12 +15,13 @@ costs one connection attempt per pause, not one per message or per batch. An ope
 retry (`verbs.delivery.retried`, heard by every process) ends the pause of the message's
 channel and puts that message first in the next claim: it is tried within seconds, and if
 the relay is still down it fails again and the pause resumes. A batch stops starting sends
-once half its lease has passed: what it did not try is given back as it was, so a slow
-relay never lets a lease run out under messages still being sent. When the database is
-away as the answers are recorded (a failover mid-batch), the answers are kept and recorded
-again (`backoff.ANSWERS_KEPT`) until the claim's lease runs out: what was sent is not sent
-again, and the rows do not wait for the lease; past the lease (or at a stop) they are given
-up, and the lease puts them back.
+once half its lease has passed, or when a stop is asked (the pass's budget, a shutdown):
+what it did not try is given back as it was, so a slow relay never lets a lease run out
+under messages still being sent, and a stop never waits for a whole batch of sends. When
+the database is away as the answers are recorded (a failover mid-batch), the answers are
+kept and recorded again (`backoff.ANSWERS_KEPT`) until the claim's lease runs out: what
+was sent is not sent again, and the rows do not wait for the lease; past the lease (or at
+a stop) they are given up, and the lease puts them back.
 
 Limits are per process: `EVENTS_SMTP_RATE` mails a second and `PER_DOMAIN` messages at
 once per recipient domain (N processes send at most N times as much).
@@ -81,7 +82,7 @@ class DrainSummary:
     released: int = 0  # claimed but not tried in the batch's time: given back as they were
     recorded: int = 0
     batches: int = 0
-    more: bool = False  # the last batch was full: more may be due
+    more: bool = False  # the last batch was full, or gave messages back: more is due
 
     def add(self, other: DrainSummary) -> None:
         for name in ("claimed", "sent", "retrying", "failed", "released", "recorded", "batches"):
@@ -119,6 +120,7 @@ class _Batch:
 
     sessions: dict[str, asyncio.Semaphore]
     deadline: float  # time.monotonic() after which no new send starts
+    stopping: Callable[[], bool]  # a stop asked: no new send starts either
     down: dict[str, DeliveryFailure] = field(default_factory=dict)
     domains: dict[str, asyncio.Semaphore] = field(default_factory=dict)
     untried: list[UUID] = field(default_factory=list)
@@ -191,7 +193,7 @@ class Drainer:
                     down, row.created_at, row.attempts, now, tried=False, wait=until - now
                 )
                 return message.id, held
-            if time.monotonic() >= batch.deadline:
+            if time.monotonic() >= batch.deadline or batch.stopping():
                 return message.id, None
             if channel == "mail":
                 await self.pacer.take()
@@ -267,12 +269,13 @@ class Drainer:
             self.pool(), channels, now, self.options.batch, lease, first
         )
         # the retries were asked of every process: what this claim did not take, another
-        # process took (or it is not due); none is kept for later
-        self.retried.clear()
+        # process took (or it is not due); none is kept for later. A retry heard while the
+        # claim ran is kept for the next one.
+        self.retried.difference_update(first)
         if not claim.rows:
             return summary
         sessions = {c: asyncio.Semaphore(t.sessions) for c, t in self.transports.items()}
-        batch = _Batch(sessions, time.monotonic() + lease.total_seconds() / 2)
+        batch = _Batch(sessions, time.monotonic() + lease.total_seconds() / 2, stopping)
         sent = await asyncio.gather(*(self._send(batch, row) for row in claim.rows))
         answers = [(i, outcome) for i, outcome in sent if outcome is not None]
         untried = [i for i, outcome in sent if outcome is None]
@@ -284,11 +287,13 @@ class Drainer:
             # sent, retrying or failed (a message not tried for a relay that is down counts
             # where its outcome puts it: retrying)
             setattr(summary, outcome.state, getattr(summary, outcome.state) + 1)
-        summary.more = len(claim.rows) >= self.options.batch
+        # a full batch, or messages given back untried: more is due now
+        summary.more = len(claim.rows) >= self.options.batch or bool(untried)
         return summary
 
     async def drain(self, stopping: Callable[[], bool] = lambda: False) -> DrainSummary:
-        """Batches until one comes back short (or a stop is asked)."""
+        """Batches until one comes back short with nothing given back (or a stop is
+        asked)."""
         total = DrainSummary()
         while not stopping():
             summary = await self.drain_batch(stopping)

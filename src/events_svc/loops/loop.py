@@ -41,6 +41,7 @@ class Lane:
     def __init__(self, loop: Loop, job: Pass) -> None:
         self.loop, self.job = loop, job
         self.woken = asyncio.Event()
+        self.kicked = False  # a kick since the run in hand started
         self.runs = 0
         self.failures = 0
         self.failing = 0  # consecutive failed runs
@@ -57,6 +58,7 @@ class Lane:
     def kick(self) -> None:
         """Run now, whatever wait the lane is in (an operator asked)."""
         self.blocked = 0
+        self.kicked = True
         self.woken.set()
 
     def _floor(self) -> float:
@@ -119,10 +121,13 @@ class Lane:
         stopping = self.loop.stopping
         while not stopping.is_set():
             self.woken.clear()
+            self.kicked = False
             try:
                 hold, delay = await self.tick()
             except Exception as exc:  # a bug of the lane itself: it backs off, never dies
                 hold, delay = 0.0, self._failed(exc)
+            if self.failing and not self.kicked:  # a NOTIFY heard while it ran that failed
+                self.woken.clear()  # does not cut the failure's wait short
             if hold > 0:  # not woken sooner than this
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stopping.wait(), timeout=hold)
@@ -197,7 +202,7 @@ class Loop:
         """Let every lane finish the run in hand, then stop listening."""
         self.stopping.set()
         for lane in self.lanes.values():
-            lane.woken.set()
+            lane.kick()
         tasks = [lane.task for lane in self.lanes.values() if lane.task is not None]
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)

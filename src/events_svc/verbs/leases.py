@@ -9,7 +9,8 @@ relay, the gateway, the receiver, the CRM, the partner directory are never await
 a lock is held); **record** the answers in a transaction that first locks the rows the
 token still holds (`holding`: a claimant whose lease ran out, and whose rows another
 claimed since, records nothing over the new holder's); **give back** what was not tried
-(`give_back`: the lease cleared, the row due now, nothing else changed).
+(`give_back`: the lease cleared, the row due now, nothing else changed). A queue whose
+work may outlast one lease (the lead requests) **renews** what it still holds (`renew`).
 
 Every claim statement of the service is in this module (`make lint` checks it), one
 `LeasedQueue` per table: `OUTBOX`, `WEBHOOK_ATTEMPTS`, `LEAD_REQUESTS`,
@@ -60,6 +61,7 @@ class LeasedQueue:
     claim_rows: ClaimStatement
     hold_sql: str  # $1 keys, $2 tokens: the rows still held, locked in key order
     give_back_sql: str  # $1 keys, $2 tokens, $3 now: lease cleared, due now
+    renew_sql: str | None = None  # $1 keys, $2 tokens, $3 until: the lease moved on
 
     async def claim(
         self, pool: Pool, now: datetime, limit: int, lease: timedelta, *args: Any
@@ -89,6 +91,20 @@ class LeasedQueue:
             else:
                 kept = set()
             yield conn, kept
+
+    async def renew(
+        self, pool: Pool, held: Sequence[tuple[UUID, UUID]], until: datetime
+    ) -> set[UUID]:
+        """The rows of `held` that their token still holds, leased on until `until`
+        (for a queue whose work may outlast one lease); their keys."""
+        if self.renew_sql is None:
+            raise TypeError(f"the {self.name} queue's leases are not renewed")
+        if not held:
+            return set()
+        keys = [k for k, _ in held]
+        tokens = [t for _, t in held]
+        async with transaction(pool) as conn:
+            return {r[0] for r in await conn.fetch(self.renew_sql, keys, tokens, until)}
 
     async def give_back(self, pool: Pool, held: Sequence[tuple[UUID, UUID]], now: datetime) -> int:
         """The rows of `held` that were not tried, back to the queue as they were (due
@@ -285,6 +301,12 @@ SET claimed_at = NULL, lease_until = NULL, lease_token = NULL, claimed_generatio
     updated_at = $3
 FROM unnest($1::uuid[], $2::uuid[]) AS h(id, token)
 WHERE q.id = h.id AND q.lease_token = h.token
+""",
+    renew_sql="""
+UPDATE event.lead_requests q SET lease_until = $3
+FROM unnest($1::uuid[], $2::uuid[]) AS h(id, token)
+WHERE q.id = h.id AND q.lease_token = h.token
+RETURNING q.id
 """,
 )
 

@@ -468,9 +468,9 @@ async def test_a_slow_batch_gives_back_what_it_could_not_start_within_half_its_l
     with smtp_sink(delay=0.4) as (sink, port):
         slow = relay_settings(settings, port, smtp_concurrency=1)
         hurried = drainer(pool, slow, lease=timedelta(seconds=2))
-        first = await hurried.drain()
+        first = await hurried.drain_batch()
         await hurried.close()
-        assert first.sent >= 1 and first.released >= 1
+        assert first.sent >= 1 and first.released >= 1 and first.more  # the rest is due now
         assert first.sent + first.released == 6
         given_back = [await row(pool, i) for i in ids]
         untried = [f for f in given_back if f["state"] == "queued"]
@@ -544,3 +544,26 @@ async def test_answers_are_given_up_when_the_lease_would_run_out_first(
     assert len(handed) <= 3  # a try or two within the second, never a spin
     assert (await row(pool, ids[0]))["state"] == "sending"  # the lease gives it back
     assert len(sink.seen_ids) == 1
+
+
+async def test_a_stop_asked_mid_batch_starts_no_more_sends_and_gives_the_rest_back(
+    pool: asyncpg.Pool, settings: Settings
+):
+    """A shutdown (or the pass's budget) during a batch: the sends in hand finish and are
+    recorded, the others are given back as they were, not sent after the stop."""
+    ids = await queue_mail(pool, 6, recipient="t{i}@example.org")
+    with smtp_sink(delay=0.3) as (sink, port):
+        slow = relay_settings(settings, port, smtp_concurrency=1)
+        stopped = drainer(pool, slow, lease=timedelta(seconds=60))
+        asked: list[bool] = []
+
+        def stopping() -> bool:  # asked once a send has been accepted
+            asked.append(bool(sink.accepted))
+            return asked[-1]
+
+        summary = await stopped.drain(stopping)
+        await stopped.close()
+    assert (summary.sent, summary.released, summary.more) == (1, 5, True)
+    rows = [await row(pool, i) for i in ids]
+    assert sorted(r["state"] for r in rows) == ["queued"] * 5 + ["sent"]
+    assert len(sink.accepted) == 1

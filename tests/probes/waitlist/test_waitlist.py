@@ -1089,3 +1089,44 @@ async def test_accepting_counts_the_seats_an_operator_already_confirmed(
         row["registration_ids"],
     )
     assert sorted(s["state"] for s in states) == ["open", "open"]
+
+
+async def test_an_events_offer_back_off_is_written_even_without_a_settings_row(
+    admin: httpx.AsyncClient, public: httpx.AsyncClient, pool: asyncpg.Pool, settings: Settings
+) -> None:
+    """The back-off lives on the event's settings row: an event whose entries outlived
+    that row (its defaults apply) gets one written with the failure, so the next pass
+    leaves it alone instead of failing again at once."""
+    from datetime import UTC, datetime
+
+    from events_svc.loops import offer_options
+    from events_svc.verbs.waitlist import run_offer_pass
+    from tests.probes.helpers import ports
+
+    class Down:
+        async def contact(self, partner_id: uuid.UUID) -> Any:
+            raise ConnectionError("the directory is down")
+
+    event = await listed_event(admin, 1, organizer_id=str(uuid.uuid4()))
+    (rid,) = await fill(public, event["id"], 1)
+    await joined(public, event["id"], "w-row@example.org")
+    await cancel(admin, rid)
+    event_id = uuid.UUID(event["id"])
+    await pool.execute("DELETE FROM event.waitlist_settings WHERE event_id = $1", event_id)
+    down = dataclasses.replace(ports(pool), partner_directory=Down())
+    options, now = offer_options(settings), datetime.now(UTC)
+
+    assert (await run_offer_pass(pool, down, options, now)).failed == 1
+    row = await pool.fetchrow(
+        "SELECT enabled, offer_failures, offer_retry_at, offer_error"
+        " FROM event.waitlist_settings WHERE event_id = $1",
+        event_id,
+    )
+    assert dict(row) == {
+        "enabled": False,
+        "offer_failures": 1,
+        "offer_retry_at": now + timedelta(seconds=5),
+        "offer_error": "ConnectionError",
+    }
+    during = await run_offer_pass(pool, down, options, now + timedelta(seconds=1))
+    assert (during.failed, during.events) == (0, 0)  # backing off, not failing again

@@ -32,6 +32,7 @@ from tests.probes.webhooks.kit import (
     ping,
     turn,
     turn_until_quiet,
+    utc_now,
 )
 from tests.probes.webhooks.receiver import Receiver, receiver
 
@@ -359,3 +360,37 @@ async def test_a_big_answer_is_read_no_further_than_64_kib_and_its_connection_is
         assert ports[3] != ports[2]  # its unread rest: that connection was closed
     finally:
         await sender.close()
+
+
+async def test_a_redelivered_attempt_is_claimed_ahead_of_its_endpoints_others(
+    admin: httpx.AsyncClient, pool: asyncpg.Pool, sink: Receiver, loop: WebhookPass
+):
+    """A redelivery is due before every attempt of its endpoint that no pass holds: the
+    waiting ones, and one whose lease ran out (a dead sender's, due again). The next
+    claim of one attempt takes it."""
+    from uuid import UUID, uuid4
+
+    from events_svc.verbs.leases import WEBHOOK_ATTEMPTS
+
+    hook = await endpoint(admin, f"{sink.url}/in")
+    dead, older, asked = [await ping(admin, hook["id"]) for _ in range(3)]
+    now = utc_now()
+    async with pool.acquire() as conn:  # a sender died holding `dead`; `older` waits
+        await conn.execute(
+            "UPDATE event.webhook_deliveries SET next_attempt_at = $2, lease_until = $2,"
+            " lease_token = $3 WHERE id = $1",
+            UUID(dead["id"]),
+            now - timedelta(minutes=10),
+            uuid4(),
+        )
+        await conn.execute(
+            "UPDATE event.webhook_deliveries SET next_attempt_at = $2 WHERE id = $1",
+            UUID(older["id"]),
+            now - timedelta(minutes=5),
+        )
+    r = await admin.post(f"/admin/webhook-deliveries/{asked['id']}/redeliver")
+    assert r.status_code == 202, r.text
+    assert r.json()["id"] == asked["id"]  # the waiting attempt, made due first
+    claim = await WEBHOOK_ATTEMPTS.claim(pool, utc_now(), 1, timedelta(minutes=2), 4)
+    assert [str(row["id"]) for row in claim.rows] == [asked["id"]]
+    await WEBHOOK_ATTEMPTS.give_back(pool, claim.held(), utc_now())

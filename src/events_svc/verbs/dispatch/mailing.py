@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -148,15 +149,22 @@ Party = tuple[UUID | None, UUID | None]  # (organizer, company): who a message i
 
 async def _senders_of(senders: Senders, rows: list[dict[str, Any]]) -> dict[Party, str | Exception]:
     """Each claimed receipt's sender, asked of the partner directory before the batch's
-    transaction (never under a lock); a party whose lookup failed maps to its error."""
+    transaction (never under a lock), within SENDERS_BUDGET_S for the batch; a party whose
+    lookup failed (or was not asked in time) maps to its error."""
     found: dict[Party, str | Exception] = {}
+    deadline = time.monotonic() + SENDERS_BUDGET_S
     for row in rows:
         party = (row["organizer_id"], row["company_id"])
-        if party not in found:
-            try:
-                found[party] = await senders.of(*party)
-            except Exception as exc:  # its receipts park, backed off
-                found[party] = exc
+        if party in found:
+            continue
+        left = deadline - time.monotonic()
+        if left <= 0:  # the batch's budget is spent: the parties not asked park, backed off
+            found[party] = TimeoutError("the partner directory took the batch's budget")
+            continue
+        try:
+            found[party] = await asyncio.wait_for(senders.of(*party), timeout=left)
+        except Exception as exc:  # its receipts park, backed off
+            found[party] = exc
     return found
 
 

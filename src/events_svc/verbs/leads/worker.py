@@ -2,9 +2,10 @@
 
 **Claim** (`verbs.leases.LEAD_REQUESTS`): up to `batch` requests that are not done, not
 backing off and not leased (or whose lease ran out: a dead walker's request is claimed
-again, at least once), `FOR UPDATE SKIP LOCKED`, leased for `lease_s` under a token. The
-lease holds the exclusion for the walker's whole per-event work: the loop's pass and the
-officer's `POST /admin/lead-requests/run` share it. A company actor's run claims only
+again, at least once), `FOR UPDATE SKIP LOCKED`, leased for `lease_s` under a token (a
+pass renews what it still holds once half the lease is spent). The lease holds the
+exclusion for the walker's whole per-event work: the loop's pass and the officer's
+`POST /admin/lead-requests/run` share it. A company actor's run claims only
 the requests of its company's events.
 
 **Work** (each request on its own, each step its own transaction): the event's active
@@ -49,7 +50,9 @@ from events_svc.verbs.leases import Claim
 
 log = logging.getLogger("events_svc.leads")
 
-LEASE_S = 900.0  # far longer than a bounded pass: a claim outlives the work it covers
+# a claim's hold: longer than a bounded pass and one sink call, so a pass that runs renews
+# it rarely; short enough that what a killed process claimed is due again in minutes
+LEASE_S = 120.0
 
 _EVENT = "SELECT id, date_tz FROM event.events WHERE id = $1"
 _RULES = """
@@ -218,13 +221,21 @@ async def run_lead_pass(
             summary.more = True
             return summary
         take = min(options.batch, options.cap - summary.requests)
-        claim = await QUEUE.claim(pool, now, take, lease, force, event_id, worked, company_id)
+        claim = await QUEUE.claim(pool, at(), take, lease, force, event_id, worked, company_id)
         done: set[UUID] = set()
+        until = claim.lease.until
         try:
             for req in claim.rows:
                 if stopping():
                     summary.more = True
                     return summary
+                if at() >= until - lease / 2:  # half the hold is spent: renew what is left
+                    until = at() + lease
+                    left = [(r["id"], claim.lease.token) for r in claim.rows if r["id"] not in done]
+                    kept = await QUEUE.renew(pool, left, until)
+                    done.update(k for k, _ in left if k not in kept)  # another walker's now
+                if req["id"] in done:
+                    continue
                 summary.requests += 1
                 worked.append(req["id"])
                 try:

@@ -176,13 +176,13 @@ async def _serve_event(
     ports: Ports,
     options: OfferOptions,
     details: dict[str, Any],
-    senders: Senders,
+    sender: str,
     now: datetime,
     summary: OfferSummary,
 ) -> None:
-    """Close, expire and offer for one event, in one transaction."""
+    """Close, expire and offer for one event, in one transaction (its offers' sender
+    asked before it)."""
     event_id = details["id"]
-    sender = await senders.of(details["organizer_id"], details["company_id"])
     recovered = 0
     async with transaction(pool) as conn:
         claimed = await conn.fetchrow(_CLAIM, event_id)
@@ -308,8 +308,13 @@ async def run_offer_pass(
             if stopping():
                 summary.more = True
                 return summary
+            try:  # the partner directory's failure (a timeout, a refusal) is the event's
+                sender = await senders.of(event["organizer_id"], event["company_id"])
+            except Exception as exc:
+                await _failed(pool, summary, event["id"], exc, now)
+                continue
             try:
-                await _serve_event(pool, ports, options, event, senders, now, summary)
+                await _serve_event(pool, ports, options, event, sender, now, summary)
             except CONNECTION_ERRORS:
                 raise  # the database is away: the whole pass fails and backs off
             except Exception as exc:

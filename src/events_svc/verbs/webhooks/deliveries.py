@@ -35,20 +35,21 @@ FROM event.webhook_deliveries d JOIN event.webhook_endpoints w ON w.id = d.endpo
 WHERE d.id = $1 AND (w.company_id = $2 OR $2::uuid IS NULL)
 """
 # the waiting attempt made due now (unless a pass holds it: it is being sent), else a
-# new attempt after the message's last one; due before any other waiting attempt of its
-# endpoint, so the claims take it first (the log shows it due now, or just before)
+# new attempt after the message's last one; due before any other attempt of its endpoint
+# that no pass holds (waiting, or whose lease ran out: due again), so the claims take it
+# first (the log shows it due now, or just before)
 _REDELIVER = """
 WITH front AS (
     SELECT least($2::timestamptz, min(next_attempt_at) - interval '1 millisecond') AS at
     FROM event.webhook_deliveries
-    WHERE endpoint_id = $3 AND state = 'pending' AND lease_until IS NULL
+    WHERE endpoint_id = $3 AND state = 'pending' AND (lease_until IS NULL OR lease_until <= $2)
 ), waiting AS (
     UPDATE event.webhook_deliveries SET next_attempt_at = (SELECT at FROM front)
-    WHERE message_id = $1 AND state = 'pending' AND lease_until IS NULL
+    WHERE message_id = $1 AND state = 'pending' AND (lease_until IS NULL OR lease_until <= $2)
     RETURNING id
 ), held AS (
     SELECT id FROM event.webhook_deliveries
-    WHERE message_id = $1 AND state = 'pending' AND lease_until IS NOT NULL
+    WHERE message_id = $1 AND state = 'pending' AND lease_until > $2
 ), queued AS (
     INSERT INTO event.webhook_deliveries
         (message_id, endpoint_id, attempt, state, next_attempt_at, created_at)
