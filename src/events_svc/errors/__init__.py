@@ -122,6 +122,7 @@ from events_svc.errors.unavailable import (
     CapabilitySecretNotConfigured,
     DatabaseUnavailable,
     PartnerDirectoryNotComposed,
+    PartnerDirectoryUnavailable,
     TemplateRendererNotComposed,
 )
 from events_svc.errors.waitlist import (
@@ -210,6 +211,7 @@ __all__ = [
     "OperationNotStarted",
     "OutboxMessageNotRetryable",
     "PartnerDirectoryNotComposed",
+    "PartnerDirectoryUnavailable",
     "PartnerNotFound",
     "PayloadTooLarge",
     "PerOrderCapExceeded",

@@ -35,6 +35,14 @@ class PartnerDirectoryNotComposed(DomainError):
     status = 503
 
 
+class PartnerDirectoryUnavailable(DomainError):
+    """The partner directory failed or did not answer in time; retry shortly."""
+
+    code = "partner_directory_unavailable"
+    status = 503
+    headers = {"Retry-After": "5"}
+
+
 class TemplateRendererNotComposed(DomainError):
     """No template renderer is wired into this deployment: no line can name a template."""
 

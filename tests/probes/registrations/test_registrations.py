@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from typing import Any
 
@@ -493,6 +494,50 @@ async def test_sync_from_an_unknown_partner_is_refused(settings: Settings, pool,
             r = (await reg(c, ev["id"], partner_id=str(uuid.uuid4()))).json()
             resp = await c.post(f"/admin/registrations/{r['id']}/sync-from-partner")
             assert resp.status_code == 422 and code(resp) == "partner_not_found"
+
+
+async def test_a_failing_or_silent_partner_directory_answers_503_and_writes_nothing(
+    settings: Settings, pool, api: Api, monkeypatch: pytest.MonkeyPatch, caplog
+):
+    """A wired directory that raises, or that does not answer within its bound, answers
+    503 `partner_directory_unavailable` (Retry-After), never a 500 or a request that
+    hangs; the registration is unchanged and the log names the error's class only."""
+    from events_svc.verbs import partners
+
+    monkeypatch.setattr(partners, "DIRECTORY_TIMEOUT_S", 0.2)
+
+    class Flaky:
+        def __init__(self) -> None:
+            self.mode = "raise"
+
+        async def contact(self, partner_id: uuid.UUID) -> PartnerContact | None:
+            if self.mode == "raise":
+                raise ConnectionError("directory.internal:5432 refused for p@example.org")
+            await asyncio.Event().wait()  # never answers
+            return None
+
+    directory = Flaky()
+    headers = await api.token("*")
+    app = create_app(settings, ports=Ports(partner_directory=directory))
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url=BASE, headers=headers) as c:
+            ev = await make_event(c)
+            r = (await reg(c, ev["id"], name="", partner_id=str(uuid.uuid4()))).json()
+            url = f"/admin/registrations/{r['id']}/sync-from-partner"
+            for mode in ("raise", "hang"):
+                directory.mode = mode
+                resp = await asyncio.wait_for(c.post(url), 5)
+                assert resp.status_code == 503 and code(resp) == "partner_directory_unavailable"
+                assert resp.headers["retry-after"] == "5"
+                assert "example.org" not in resp.text
+            after = (await c.get(f"/admin/registrations/{r['id']}")).json()
+            assert after["version"] == r["version"]
+            history = (await c.get(f"/admin/registrations/{r['id']}/revisions")).json()
+            assert history["items"] == []
+    said = [f"{x.getMessage()} {getattr(x, 'fields', '')}" for x in caplog.records]
+    assert any("partner directory unavailable" in line for line in said)
+    assert not any("p@example.org" in line or "directory.internal" in line for line in said)
 
 
 async def test_the_surface_registers_mints_and_runs_the_scheduler_without_http(

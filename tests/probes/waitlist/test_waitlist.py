@@ -1130,3 +1130,37 @@ async def test_an_events_offer_back_off_is_written_even_without_a_settings_row(
     }
     during = await run_offer_pass(pool, down, options, now + timedelta(seconds=1))
     assert (during.failed, during.events) == (0, 0)  # backing off, not failing again
+
+
+async def test_an_offer_out_of_turn_with_the_directory_down_answers_503_and_offers_nothing(
+    settings: Settings, pool: asyncpg.Pool, api: Api
+) -> None:
+    """The offer mail's sender is asked of the partner directory before any lock: when it
+    fails, the operator gets 503 `partner_directory_unavailable` and the entry still
+    waits, its seat free for the next try."""
+    from events_svc import create_app
+    from events_svc.ports import Ports
+
+    class Down:
+        async def contact(self, partner_id: uuid.UUID) -> Any:
+            raise ConnectionError("the directory is down")
+
+    app = create_app(settings, ports=Ports(partner_directory=Down()))
+    headers = await api.token("*")
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with (
+            httpx.AsyncClient(transport=transport, base_url=BASE, headers=headers) as admin,
+            httpx.AsyncClient(transport=transport, base_url=BASE) as public,
+        ):
+            event = await listed_event(admin, 1, organizer_id=str(uuid.uuid4()))
+            (rid,) = await fill(public, event["id"], 1)
+            entry = await joined(public, event["id"], "down@example.org")
+            await cancel(admin, rid)
+            r = await admin.post(f"/admin/waitlist/{entry['waitlist_entry_id']}/offer")
+            assert (r.status_code, r.json()["error"]["code"]) == (
+                503,
+                "partner_directory_unavailable",
+            )
+            assert [e["status"] for e in await entries(pool, event["id"])] == ["waiting"]
+            assert await seats_taken(pool, event["id"]) == 0

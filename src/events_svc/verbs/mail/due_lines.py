@@ -21,7 +21,6 @@ rows are `event.line_is_live(m, e, now)` with `event.line_workable_at(m) <= now`
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -31,11 +30,10 @@ from uuid import UUID
 from events_svc import errors
 from events_svc.db import Connection, Pool, connection, transaction
 from events_svc.ports import MailErrorKind, Ports, prepare_template
+from events_svc.verbs import partners
 from events_svc.verbs.mail import failures
 from events_svc.verbs.mail.engines import Batch, LineBatch
 from events_svc.verbs.mail.send import PassOptions
-
-DIRECTORY_TIMEOUT_S = 5.0  # the partner directory's time to answer one question
 
 # Workable rows: live, due, not backing off; `force` (run this row now) ignores the due
 # time and the back-off. $2 force, $3 one row only, $4 rows already handled in this pass.
@@ -120,8 +118,9 @@ class RunSummary:
 class Senders:
     """The author of a line's mails: the organizer's address, then the company's (through
     the partner directory when one is composed), then the default. Asked before the claim,
-    once per party and pass, never under a lock; the directory has `DIRECTORY_TIMEOUT_S`
-    to answer each question (a `TimeoutError` fails what needed it, backed off)."""
+    once per party and pass, never under a lock; the directory has
+    `partners.DIRECTORY_TIMEOUT_S` to answer each question (a `TimeoutError` fails what
+    needed it, backed off)."""
 
     def __init__(self, ports: Ports, default: str) -> None:
         self.ports, self.default = ports, default
@@ -138,8 +137,7 @@ class Senders:
             if party is None:
                 continue
             try:
-                async with asyncio.timeout(DIRECTORY_TIMEOUT_S):
-                    contact = await self.ports.partner_directory.contact(party)
+                contact = await partners.ask(self.ports.partner_directory, party)
             except errors.PartnerDirectoryNotComposed:
                 return self.default
             if contact is not None and contact.email:

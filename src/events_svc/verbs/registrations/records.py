@@ -25,6 +25,7 @@ from events_svc.actors import Actor
 from events_svc.db import Connection, Pool, connection, must, transaction
 from events_svc.models import RegistrationState
 from events_svc.ports import PartnerDirectory
+from events_svc.verbs import partners
 from events_svc.verbs.audit import write_audit
 from events_svc.verbs.common import clamp_limit, decode_cursor, page
 from events_svc.verbs.facts import record_registration_facts
@@ -286,7 +287,7 @@ async def sync_from_partner(
         raise errors.NotFound("No such registration.")
     if row["partner_id"] is None:
         raise errors.RegistrationHasNoPartner()
-    contact = await directory.contact(row["partner_id"])  # no I/O while holding locks
+    contact = await partners.answered(partners.ask(directory, row["partner_id"]))  # no lock held
     if contact is None:
         raise errors.PartnerNotFound(partner_id=str(row["partner_id"]))
     async with transaction(pool) as conn:

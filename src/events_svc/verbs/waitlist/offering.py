@@ -38,6 +38,7 @@ from events_svc.db import Connection, Pool, connection, must, transaction
 from events_svc.documents import when
 from events_svc.models import AttendeeInput
 from events_svc.ports import MailRefused, OutgoingMessage, Ports, RenderRequest
+from events_svc.verbs import partners
 from events_svc.verbs.audit import write_audit
 from events_svc.verbs.common import in_zone
 from events_svc.verbs.events import closed_to_registrations
@@ -373,9 +374,8 @@ async def offer_now(
     async with connection(pool) as conn:
         found = await find_entry(conn, actor, entry_id)
         details = await read_event(conn, found["event_id"])
-    sender = await Senders(ports, options.default_sender).of(
-        details["organizer_id"], details["company_id"]
-    )
+    senders = Senders(ports, options.default_sender)
+    sender = await partners.answered(senders.of(details["organizer_id"], details["company_id"]))
     async with transaction(pool) as conn:
         await lock_event(conn, actor, found["event_id"])  # the fence: foreign is missing
         locked = await lock_event_by_id(conn, found["event_id"])
