@@ -749,7 +749,7 @@ async def test_a_directory_that_never_answers_parks_the_batch_within_its_budget(
     hanging = dataclasses.replace(ports(api.pool), partner_directory=directory)
     summary = await asyncio.wait_for(dispatch(api, p=hanging), 10)
     assert (summary.sent, summary.parked) == (0, 3)
-    assert directory.asked == 2  # 0.2 s each: the third party was never asked
+    assert directory.asked in (1, 2)  # 0.2 s each at least: the third is never asked
     assert sorted((await receipts(api)).values()) == [("parked", "batch_failed", 1)] * 3
     async with api.pool.acquire() as conn:
         details = await conn.fetch(

@@ -504,23 +504,24 @@ async def test_a_parked_requests_back_off_counts_from_its_own_try(crm, hook, poo
 
 async def test_a_pass_renews_its_lease_while_it_works(crm, hook, pool):
     """Work that outlasts the claim's lease never leaves a claimed request free for
-    another walker: past half the lease, the pass renews what it still holds."""
-    await _events_with_requests(crm, 4)
-    hook.delay = 0.3
+    another walker: past half the lease, the pass renews what it still holds (each
+    request's own work well within that half)."""
+    await _events_with_requests(crm, 6)
+    hook.delay = 0.5
     sink = WebhookLeadSink(hook.url, SECRET)
     seen: list[int] = []  # requests claimed with a lease already run out, each look
-    short = LeadOptions(lease_s=0.5)
+    short = LeadOptions(lease_s=2.0)
     try:
         task = asyncio.create_task(run_lead_pass(pool, sink, short, datetime.now(UTC)))
         while not task.done():
             now = datetime.now(UTC)
             rows = await _queue_rows(pool)
             seen.append(sum(1 for r in rows if r["lease_token"] and r["lease_until"] <= now))
-            await asyncio.sleep(0.03)
+            await asyncio.sleep(0.05)
         summary = await task
     finally:
         await sink.close()
-    assert summary.finished == 4  # 1.2 s of work under a 0.5 s lease
+    assert summary.finished == 6  # 3 s of work under a 2 s lease
     assert len(seen) > 10 and not any(seen)
     assert all(r["done"] and r["lease_token"] is None for r in await _queue_rows(pool))
 
