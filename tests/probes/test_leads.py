@@ -506,11 +506,11 @@ async def test_a_pass_renews_its_lease_while_it_works(crm, hook, pool):
     """Work that outlasts the claim's lease never leaves a claimed request free for
     another walker: past half the lease, the pass renews what it still holds (each
     request's own work well within that half)."""
-    await _events_with_requests(crm, 6)
-    hook.delay = 0.5
+    await _events_with_requests(crm, 9)
+    hook.delay = 0.4
     sink = WebhookLeadSink(hook.url, SECRET)
     seen: list[int] = []  # requests claimed with a lease already run out, each look
-    short = LeadOptions(lease_s=2.0)
+    short = LeadOptions(lease_s=3.0)
     try:
         task = asyncio.create_task(run_lead_pass(pool, sink, short, datetime.now(UTC)))
         while not task.done():
@@ -521,7 +521,7 @@ async def test_a_pass_renews_its_lease_while_it_works(crm, hook, pool):
         summary = await task
     finally:
         await sink.close()
-    assert summary.finished == 6  # 3 s of work under a 2 s lease
+    assert summary.finished == 9  # 3.6 s of work under a 3 s lease
     assert len(seen) > 10 and not any(seen)
     assert all(r["done"] and r["lease_token"] is None for r in await _queue_rows(pool))
 

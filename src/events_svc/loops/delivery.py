@@ -279,9 +279,12 @@ class Drainer:
         sent = await asyncio.gather(*(self._send(batch, row) for row in claim.rows))
         answers = [(i, outcome) for i, outcome in sent if outcome is not None]
         untried = [i for i, outcome in sent if outcome is None]
-        summary.recorded = await self._record(claim, answers, stopping)
-        if untried:
-            await delivery.give_back(self.pool(), claim, untried, self.clock())
+        try:
+            summary.recorded = await self._record(claim, answers, stopping)
+        finally:  # even when the answers could not be recorded: the untried go back now
+            if untried:
+                with contextlib.suppress(Exception):  # else their lease puts them back
+                    await delivery.give_back(self.pool(), claim, untried, self.clock())
         summary.claimed, summary.batches, summary.released = len(claim.rows), 1, len(untried)
         for _, outcome in answers:
             # sent, retrying or failed (a message not tried for a relay that is down counts

@@ -30,7 +30,9 @@ claimed again when its lease runs out. A batch that raises is rolled back and it
 receipts park `batch_failed` (backed off, like every parking), so no failure makes the
 pass repeat at once. The sender follows the scheduler mails' rule (organizer, company,
 then the default), asked before the batch's transaction: no partner is awaited while a
-lock is held.
+lock is held. The directory's questions of one batch take at most `SENDERS_BUDGET_S`;
+the receipts of parties not asked by then go back to the queue untouched, for the next
+batch.
 """
 
 from __future__ import annotations
@@ -147,25 +149,33 @@ class DispatchSummary:
 Party = tuple[UUID | None, UUID | None]  # (organizer, company): who a message is from
 
 
-async def _senders_of(senders: Senders, rows: list[dict[str, Any]]) -> dict[Party, str | Exception]:
+async def _senders_of(
+    senders: Senders, rows: list[dict[str, Any]]
+) -> tuple[dict[Party, str | Exception], set[Party]]:
     """Each claimed receipt's sender, asked of the partner directory before the batch's
-    transaction (never under a lock), within SENDERS_BUDGET_S for the batch; a party whose
-    lookup failed (or was not asked in time) maps to its error."""
+    transaction (never under a lock), within SENDERS_BUDGET_S for the batch: a party whose
+    lookup failed (or did not answer in the budget left) maps to its error; the parties
+    not asked before the budget ran out are returned apart (their receipts go back to the
+    queue untouched, for the next batch). A sender this pass already knows costs nothing."""
     found: dict[Party, str | Exception] = {}
+    later: set[Party] = set()
     deadline = time.monotonic() + SENDERS_BUDGET_S
     for row in rows:
         party = (row["organizer_id"], row["company_id"])
-        if party in found:
+        if party in found or party in later:
+            continue
+        if party in senders.known:
+            found[party] = senders.known[party]
             continue
         left = deadline - time.monotonic()
-        if left <= 0:  # the batch's budget is spent: the parties not asked park, backed off
-            found[party] = TimeoutError("the partner directory took the batch's budget")
+        if left <= 0:
+            later.add(party)
             continue
         try:
             found[party] = await asyncio.wait_for(senders.of(*party), timeout=left)
         except Exception as exc:  # its receipts park, backed off
             found[party] = exc
-    return found
+    return found, later
 
 
 async def _send_template(
@@ -253,14 +263,24 @@ async def _work(
 async def dispatch_batch(
     pool: Pool, ports: Ports, options: PassOptions, senders: Senders, now: datetime, size: int
 ) -> Settlement | None:
-    """Claim up to `size` due receipts, ask their senders, then work the ones still held
-    in one transaction; what was decided, or None when no receipt is due and free. A
-    batch that raises is rolled back and its receipts parked."""
+    """Claim up to `size` due receipts, ask their senders (giving back the receipts of
+    the parties not asked in the budget), then work the ones still held in one
+    transaction; what was decided, or None when no receipt is due and free. A batch that
+    raises is rolled back and its receipts parked."""
     claim: Claim = await QUEUE.claim(pool, now, size, DISPATCH_LEASE)
     if not claim.rows:
         return None
-    sent_by = await _senders_of(senders, claim.rows)
+    sent_by, later = await _senders_of(senders, claim.rows)
     held = claim.held("trigger_id")
+    if later:  # not asked in the batch's budget: back as they were, due now
+        back = [
+            (r["trigger_id"], claim.lease.token)
+            for r in claim.rows
+            if (r["organizer_id"], r["company_id"]) in later
+        ]
+        await QUEUE.give_back(pool, back, now)
+        returned = {k for k, _ in back}
+        held = [(k, t) for k, t in held if k not in returned]
     rows: list[dict[str, Any]] = []
     try:
         async with QUEUE.holding(pool, held) as (conn, kept):

@@ -176,12 +176,13 @@ async def _serve_event(
     ports: Ports,
     options: OfferOptions,
     details: dict[str, Any],
-    sender: str,
+    sender: str | None,
     now: datetime,
     summary: OfferSummary,
 ) -> None:
     """Close, expire and offer for one event, in one transaction (its offers' sender
-    asked before it)."""
+    asked before it; None when it was not open for offers as first read: should it be
+    open now, its offers wait for the next pass, which comes at once)."""
     event_id = details["id"]
     recovered = 0
     async with transaction(pool) as conn:
@@ -205,7 +206,12 @@ async def _serve_event(
                 conn, event, _EXPIRE, "waitlist_offer_expired", now
             )
             if open_for_offers(event):
-                await _offer_in_order(conn, ports, options, event, settings, sender, now, summary)
+                if sender is None:  # it opened since it was read: no question under a lock
+                    summary.more = True
+                else:
+                    await _offer_in_order(
+                        conn, ports, options, event, settings, sender, now, summary
+                    )
     if recovered:
         fields = {"event_id": str(event_id), "after_failures": recovered}
         log.info("waitlist offers recovered for an event", extra={"fields": fields})
@@ -308,11 +314,13 @@ async def run_offer_pass(
             if stopping():
                 summary.more = True
                 return summary
-            try:  # the partner directory's failure (a timeout, a refusal) is the event's
-                sender = await senders.of(event["organizer_id"], event["company_id"])
-            except Exception as exc:
-                await _failed(pool, summary, event["id"], exc, now)
-                continue
+            sender: str | None = None  # asked only where offers may be made
+            if open_for_offers(event):
+                try:  # the partner directory's failure (a timeout, a refusal) is the event's
+                    sender = await senders.of(event["organizer_id"], event["company_id"])
+                except Exception as exc:
+                    await _failed(pool, summary, event["id"], exc, now)
+                    continue
             try:
                 await _serve_event(pool, ports, options, event, sender, now, summary)
             except CONNECTION_ERRORS:
