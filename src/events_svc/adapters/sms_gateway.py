@@ -9,6 +9,8 @@ gateway is the operator's own: it may be on a private address). No redirect is f
 the answer's body is never kept. A 2xx is sent; a 429, a 5xx, a timeout or a refused
 connection is retried (`temporary`, `timeout`, `connection`, each marking the gateway
 down for the rest of the batch); any other status fails the message (`permanent`).
+Its log lines (the drainer's) name the gateway's `host` (host and port) only: the URL's
+path and query (a gateway's `?key=`) are sent, never logged.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import json
 
 from events_svc.adapters.http import OutboundClient, Partner
 from events_svc.adapters.signing import StandardWebhooks
+from events_svc.observability import host_of
 from events_svc.ports import DeliveryErrorKind, DeliveryFailure, QueuedMessage
 
 
@@ -40,6 +43,7 @@ class SmsGatewayTransport:
         proxy: str | None = None,
     ) -> None:
         self.url, self.sessions = url, sessions
+        self.host = host_of(url)  # what the log names: the URL's path and query may hold a key
         self.signer = StandardWebhooks((secret,))
         self.client = OutboundClient(
             Partner("sms_gateway", timeout_s, sessions, sessions, proxy=proxy)

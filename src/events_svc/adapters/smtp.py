@@ -33,6 +33,7 @@ from pathlib import Path
 import aiosmtplib
 
 from events_svc.adapters.mime import build_message
+from events_svc.observability import host_port
 from events_svc.ports import (
     AttachmentUnavailable,
     DeliveryErrorKind,
@@ -127,6 +128,7 @@ class SmtpTransport:
         sessions: int = 4,
     ) -> None:
         self.relay, self.mail_from, self.tickets = relay, mail_from, tickets
+        self.host = host_port(relay.host, relay.port)  # what the log names (no credential)
         self.envelope_from = parseaddr(mail_from)[1]
         self.timeout_s = timeout_s
         self.tls = tls_context(ca_file)

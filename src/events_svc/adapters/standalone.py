@@ -28,6 +28,7 @@ from events_svc.adapters.lead_webhook import lead_sink_from
 from events_svc.adapters.sms_gateway import SmsGatewayTransport
 from events_svc.adapters.smtp import SmtpTransport
 from events_svc.db import Pool
+from events_svc.documents import DocumentBound
 from events_svc.ports import (
     Attachment,
     AttachmentUnavailable,
@@ -290,14 +291,20 @@ def transports_from(settings: Settings, tickets: TicketsPdf) -> tuple[Transport,
 class StoreTicketsPdf:
     """The attendee's tickets PDF for a mail that references it, rendered from the rows
     when the message is sent (`verbs.public.registration_tickets_pdf`); a registration
-    that holds no ticket any more makes the message fail as `render`."""
+    that holds no ticket any more makes the message fail as `render`. It takes a place in
+    the process's document bound (`documents`; by default one of its own), waiting its
+    turn however long: a mail is never refused for a busy process."""
 
-    def __init__(self, database: Callable[[], Pool]) -> None:
+    def __init__(
+        self, database: Callable[[], Pool], documents: DocumentBound | None = None
+    ) -> None:
         self.database = database
+        self.documents = documents if documents is not None else DocumentBound()
 
     async def tickets_pdf(self, registration_id: UUID) -> bytes:
         try:
-            return await registration_tickets_pdf(self.database(), registration_id)
+            async with self.documents.queued():
+                return await registration_tickets_pdf(self.database(), registration_id)
         except errors.NoActiveTickets:
             raise AttachmentUnavailable("the registration holds no ticket now") from None
 
@@ -307,15 +314,19 @@ def standalone_ports(
     settings: Settings | None = None,
     tickets: TicketsPdf | None = None,
     database: Callable[[], Pool] | None = None,
+    documents: DocumentBound | None = None,
 ) -> Ports:
     """The standalone composition: store renderer and outbox queue (partner directory kept);
     with `settings`, the lead webhook when `EVENT_LEAD_WEBHOOK_URL` is set (else the base's
     lead sink, by default the refusing one) and the outbox's transports (`tickets` renders
     the tickets PDFs that mails reference: by default the store's, from `database`, or
-    none without one)."""
+    none without one; it renders within `documents`, the process's document bound: by
+    default one of `settings.document_concurrency`)."""
     keep = base or Ports()
     if tickets is None and database is not None:
-        tickets = StoreTicketsPdf(database)
+        if documents is None and settings is not None:
+            documents = DocumentBound(settings.document_concurrency)
+        tickets = StoreTicketsPdf(database, documents)
     mail_from = settings.mail_from if settings is not None else ""
     domain = message_id_domain(mail_from or (settings.mail_sender if settings else ""))
     return Ports(

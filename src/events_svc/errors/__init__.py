@@ -82,6 +82,7 @@ from events_svc.errors.invalid import (
     EventNotMultiSlots,
     EventUrlNotAbsolute,
     FieldNotWritable,
+    InvalidCharacters,
     InvalidCursor,
     InvalidJson,
     InvalidTimezone,
@@ -121,6 +122,7 @@ from events_svc.errors.unavailable import (
     Busy,
     CapabilitySecretNotConfigured,
     DatabaseUnavailable,
+    DocumentsBusy,
     PartnerDirectoryNotComposed,
     PartnerDirectoryUnavailable,
     TemplateRendererNotComposed,
@@ -145,6 +147,9 @@ from events_svc.errors.webhooks import (
 TYPED_VALIDATION: dict[str, type[DomainError]] = {
     "date_out_of_range": DateOutOfRange,
     "phone_invalid": PhoneInvalid,
+    "invalid_characters": InvalidCharacters,
+    # a str field given an unpaired surrogate (JSON "\ud800"): not text either
+    "string_unicode": InvalidCharacters,
     "lead_axis_unknown": LeadAxisUnknown,
     "unknown_event_type": UnknownEventType,
 }
@@ -175,6 +180,7 @@ __all__ = [
     "DateOutOfRange",
     "DefaultQuestionNotReusable",
     "DeliveryKeyConflict",
+    "DocumentsBusy",
     "DomainError",
     "EventArchived",
     "EventCancelled",
@@ -193,6 +199,7 @@ __all__ = [
     "ImportCsvInvalid",
     "ImportFinished",
     "ImportHeaderInvalid",
+    "InvalidCharacters",
     "InvalidCursor",
     "InvalidJson",
     "InvalidTimezone",

@@ -124,6 +124,15 @@ class PerOrderCapOutOfRange(DomainError):
     status = 422
 
 
+class InvalidCharacters(DomainError):
+    """Person-facing text (a name, a company name, an answer) holds a control character:
+    C0, DEL, C1 or an unpaired surrogate (a multi-line answer may hold tab and line
+    breaks)."""
+
+    code = "invalid_characters"
+    status = 422
+
+
 class PhoneInvalid(DomainError):
     """A phone number is at most 32 characters of digits, spaces and + - ( ) ., with at
     least 6 digits."""

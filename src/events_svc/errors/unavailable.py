@@ -28,6 +28,14 @@ class DatabaseUnavailable(DomainError):
     headers = {"Retry-After": "5"}
 
 
+class DocumentsBusy(DomainError):
+    """Every place for documents in this process stayed taken; retry shortly."""
+
+    code = "documents_busy"
+    status = 503
+    headers = {"Retry-After": "5"}
+
+
 class PartnerDirectoryNotComposed(DomainError):
     """No partner directory is wired into this deployment."""
 

@@ -25,6 +25,10 @@ a stop) they are given up, and the lease puts them back.
 
 Limits are per process: `EVENTS_SMTP_RATE` mails a second and `PER_DOMAIN` messages at
 once per recipient domain (N processes send at most N times as much).
+
+Its log lines (a failed attempt, a pause, a resume) name the channel, the transport's
+`host` (host and port: never a URL's path or query, never a credential) and the outcome;
+never the recipient, the body or the relay's reply.
 """
 
 from __future__ import annotations
@@ -168,15 +172,24 @@ class Drainer:
         self.retried.add(message_id)
         return True
 
+    def _host(self, channel: str) -> str:
+        """Where a channel sends, as its log lines name it (`host:port`); a host's own
+        transport may not say."""
+        host = getattr(self.transports.get(channel), "host", None)
+        return host if isinstance(host, str) else "unknown"
+
     def _pause(self, channel: str, now: datetime) -> datetime:
         """Pause a channel whose relay is down (longer each time in a row); until when."""
         streak = self.paused[channel][1] + 1 if channel in self.paused else 1
         until = now + CHANNEL_PAUSE.delay(streak)
         self.paused[channel] = (until, streak)
-        log.warning(
-            "outbox channel paused: its relay is down",
-            extra={"fields": {"channel": channel, "until": until.isoformat(), "times": streak}},
-        )
+        fields = {
+            "channel": channel,
+            "host": self._host(channel),
+            "until": until.isoformat(),
+            "times": streak,
+        }
+        log.warning("outbox channel paused: its relay is down", extra={"fields": fields})
         return until
 
     async def _send(self, batch: _Batch, row: Claimed) -> tuple[UUID, Outcome | None]:
@@ -201,7 +214,8 @@ class Drainer:
         now = self.clock()
         if failure is None:
             if channel in self.paused:
-                log.info("outbox channel resumed", extra={"fields": {"channel": channel}})
+                fields = {"channel": channel, "host": self._host(channel)}
+                log.info("outbox channel resumed", extra={"fields": fields})
             self.paused.pop(channel, None)
         elif failure.relay_down and channel not in batch.down:
             batch.down[channel] = failure
@@ -211,10 +225,16 @@ class Drainer:
         return message.id, outcome
 
     async def _attempt(self, channel: str, row: Claimed) -> DeliveryFailure | None:
+        transport = self.transports[channel]
         try:
-            return await self.transports[channel].send(row.message)
+            return await transport.send(row.message)
         except Exception as exc:  # a transport bug: this message waits and retries
-            fields = {**error_fields(exc), "outbox_id": str(row.message.id), "channel": channel}
+            fields = {
+                **error_fields(exc),  # its types and frames, never its message
+                "outbox_id": str(row.message.id),
+                "channel": channel,
+                "host": self._host(channel),
+            }
             log.error("outbox transport raised", extra={"fields": fields})  # no traceback
             detail = f"the transport raised {type(exc).__name__}"
             return DeliveryFailure(DeliveryErrorKind.TEMPORARY, None, detail)
@@ -230,6 +250,7 @@ class Drainer:
                 "outbox_id": str(row.message.id),
                 "message_id": row.message.message_id,
                 "channel": channel,
+                "host": self._host(channel),  # never the URL: its query may hold a key
                 "error_kind": failure.kind.value,
                 "code": failure.code,
                 "attempts": row.attempts + 1,

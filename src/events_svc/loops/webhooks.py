@@ -25,6 +25,9 @@ Closing waits for the attempts in flight (each ends within its 10 s), records th
 closes the client. A process killed mid-attempt leaves its claimed attempts leased: they
 are due again when the lease runs out and are sent again with the same `webhook-id` (at
 least once).
+
+A failed attempt's log line names the endpoint, the URL's host and port (never its path
+or query: a receiver's URL may carry a token) and the outcome.
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ from typing import Protocol
 from events_svc.db import Pool
 from events_svc.diagnostics import error_fields
 from events_svc.loops.passes import Entry, Pass, Ran
-from events_svc.observability import Load, Metrics
+from events_svc.observability import Load, Metrics, host_of
 from events_svc.ports import HttpAnswer
 from events_svc.settings import Settings
 from events_svc.verbs.webhooks import MAX_IN_FLIGHT, PER_ENDPOINT, WAKE_CHANNEL, attempts
@@ -141,7 +144,13 @@ class WebhookPass(Pass):
         try:
             answer = await self.sender.send(job.url, job.secrets, job.webhook_id, job.body)
         except Exception as exc:  # a sender bug: this attempt fails and is retried
-            log.error("webhook sender raised", extra={"fields": error_fields(exc)})
+            fields = {
+                **error_fields(exc),  # its types and frames, never its message (the URL)
+                "channel": "webhook",
+                "endpoint_id": str(job.endpoint_id),
+                "host": host_of(job.url),
+            }
+            log.error("webhook sender raised", extra={"fields": fields})
             answer = HttpAnswer(None, 0, "error")
         outcome = attempts.attempt_outcome(job, answer, self.clock())
         self._observe(outcome)
@@ -155,7 +164,10 @@ class WebhookPass(Pass):
             self.metrics.webhook_latency.observe(answer.duration_ms / 1000)
         if not answer.ok:
             fields = {
+                "channel": "webhook",
                 "endpoint_id": str(outcome.job.endpoint_id),
+                # the host and port only: the endpoint's path and query may hold a secret
+                "host": host_of(outcome.job.url),
                 "message_id": outcome.job.webhook_id,
                 "attempt": outcome.job.attempt,
                 "status": answer.status,

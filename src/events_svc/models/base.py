@@ -28,6 +28,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from events_svc.addresses import PHONE_CHARS, PHONE_MAX, is_email, is_phone
+from events_svc.text import has_control, whole_number
 
 KanbanState = Literal["normal", "blocked", "done", "cancel"]
 BadgeFormat = Literal["A4_french_fold", "A6", "four_per_sheet"]
@@ -59,6 +60,40 @@ IntervalNbr = Annotated[int, Strict(), Field(ge=0, le=MAX_INTERVAL)]
 TtlSeconds = Annotated[int, Strict(), Field(ge=MIN_TTL_S, le=MAX_TTL_S)]
 
 Name = Annotated[str, Field(min_length=1, max_length=256)]
+
+
+def _one_line(value: str) -> str:
+    if has_control(value):
+        # the message never repeats the value: it may be personal data
+        raise PydanticCustomError("invalid_characters", "Control characters are not allowed")
+    return value
+
+
+def _multi_line(value: str) -> str:
+    if has_control(value, multiline=True):
+        raise PydanticCustomError(
+            "invalid_characters", "Control characters (but tab and line breaks) are not allowed"
+        )
+    return value
+
+
+# person-facing text: no control character (text.has_control); multi-line: tab, LF, CR too
+PersonText = AfterValidator(_one_line)
+MultiLineText = AfterValidator(_multi_line)
+
+
+def _whole_text(value: Any) -> Any:
+    # a whole number typed (a form, a query string) is ASCII digits only: no sign, space,
+    # fraction or another script's digits; a JSON number goes on to the field's own checks
+    if isinstance(value, str):
+        number = whole_number(value)
+        if number is None:
+            raise PydanticCustomError("int_parsing", "Input should be a whole number (digits 0-9)")
+        return number
+    return value
+
+
+WholeNumber = BeforeValidator(_whole_text)
 Text = Annotated[str, Field(max_length=20_000)]
 ZoneName = Annotated[str, Field(max_length=64)]
 

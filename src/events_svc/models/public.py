@@ -18,7 +18,7 @@ from events_svc.models.base import (
     TtlSeconds,
     View,
 )
-from events_svc.models.registrations import AttendeeInput
+from events_svc.models.registrations import AttendeeInput, PersonName
 
 
 class IcsMint(Command):
@@ -35,7 +35,7 @@ class IntakeMint(Command):
 
 
 class IntakeAttendee(AttendeeInput):
-    name: Annotated[str, Field(min_length=1, max_length=256)]
+    name: Annotated[PersonName, Field(min_length=1)]
     email: Annotated[Email, Field(min_length=3)]
 
 

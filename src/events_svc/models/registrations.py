@@ -9,17 +9,29 @@ from uuid import UUID
 
 from pydantic import Field
 
-from events_svc.models.base import Command, Email, Instant, Phone, RegistrationState, Text, View
+from events_svc.models.base import (
+    Command,
+    Email,
+    Instant,
+    MultiLineText,
+    PersonText,
+    Phone,
+    RegistrationState,
+    Text,
+    View,
+)
 
 SaleStatus = Literal["free", "sold", "to_pay"]
-PersonName = Annotated[str, Field(max_length=256)]
-CompanyName = Annotated[str, Field(max_length=256)]
+PersonName = Annotated[str, Field(max_length=256), PersonText]
+CompanyName = Annotated[str, Field(max_length=256), PersonText]
+# an answer's text: tab and line breaks only for a text_box (the register verb checks)
+AnswerText = Annotated[Text, MultiLineText]
 
 
 class AnswerInput(Command):
     question_id: UUID
     value_answer_id: UUID | None = None
-    value_text: Text | None = None
+    value_text: AnswerText | None = None
 
 
 class AttendeeFields(Command):

@@ -9,11 +9,12 @@ from uuid import UUID
 
 from pydantic import Field
 
-from events_svc.models.base import Command, Email, Phone, View
+from events_svc.models.base import Command, Email, PersonText, Phone, View, WholeNumber
 
 WaitlistStatus = Literal["waiting", "offered", "accepted", "declined", "expired", "removed"]
-OfferHours = Annotated[int, Field(ge=1, le=336)]
-Seats = Annotated[int, Field(ge=1, le=30)]
+# typed in the console's form (text): ASCII digits only; a JSON number as it comes
+OfferHours = Annotated[int, WholeNumber, Field(ge=1, le=336)]
+Seats = Annotated[int, WholeNumber, Field(ge=1, le=30)]
 
 
 class WaitlistSettingsBody(Command):
@@ -34,7 +35,7 @@ class WaitlistSettingsView(View):
 class WaitlistJoin(Command):
     """`seats`: 1 to the ticket's per-order cap, or 1 to 10 without a ticket."""
 
-    name: Annotated[str, Field(min_length=1, max_length=256)]
+    name: Annotated[str, Field(min_length=1, max_length=256), PersonText]
     email: Annotated[Email, Field(min_length=3)]
     phone: Phone = ""
     event_ticket_id: UUID | None = None

@@ -18,13 +18,16 @@ from events_svc import errors
 from events_svc.actors import Actor
 from events_svc.capabilities import CapabilityCodec
 from events_svc.db import Pool
+from events_svc.documents import DocumentBound
 from events_svc.egress import EgressGuard
 from events_svc.links import AttendeeLinks
 from events_svc.loops import Composition, Loop, Services, compose_passes
 from events_svc.models import View
+from events_svc.models.base import WholeNumber
 from events_svc.observability import Metrics
 from events_svc.ports import Ports
 from events_svc.settings import Settings
+from events_svc.text import whole_number
 from events_svc.throttle import Throttle
 from events_svc.verbs.tokens import resolve_token
 
@@ -49,6 +52,9 @@ class ServiceContext:
     loop: Loop | None = None  # the lifespan's loop, when this process runs one
     egress: EgressGuard = field(default_factory=EgressGuard)  # where webhooks may go
     intake: bool = False  # the public intake's routes (and the event page's forms) mounted
+    # the documents this process renders at once (EVENTS_DOCUMENT_CONCURRENCY): badge
+    # sheets, tickets PDFs, mails' attached tickets (`documents.bound`)
+    documents: DocumentBound = field(default_factory=DocumentBound)
     _export_slots: asyncio.Semaphore | None = None
     _passes: Composition | None = None
 
@@ -154,10 +160,10 @@ async def parse_if_match(if_match: Annotated[str | None, Header()] = None) -> in
     """The revision named by If-Match (`"3"`, `W/"3"`, `3`); `*` or absent means any."""
     if if_match is None or if_match.strip() == "*":
         return None
-    value = if_match.strip().removeprefix("W/").strip('"')
-    if not (value.isascii() and value.isdigit()):
+    revision = whole_number(if_match.strip().removeprefix("W/").strip('"'))
+    if revision is None:
         raise errors.StaleRevision("If-Match does not name a revision of this object.")
-    return int(value)
+    return revision
 
 
 IfMatch = Annotated[int | None, Depends(parse_if_match)]
@@ -204,7 +210,7 @@ RequiredIdempotencyKey = Annotated[str, Depends(required_key)]
 
 
 # Lists: `limit` 1..200 (default 50) and an opaque cursor; free-text filters are bounded.
-Limit = Annotated[int | None, Query(ge=1, le=200, description="1 to 200; default 50")]
+Limit = Annotated[int | None, WholeNumber, Query(ge=1, le=200, description="1 to 200; default 50")]
 Cursor = Annotated[str | None, Query(max_length=512, description="next_cursor of a page")]
 SearchText = Annotated[str | None, Query(max_length=200)]
 BarcodeText = Annotated[str | None, Query(max_length=64)]

@@ -10,6 +10,7 @@ intake's client and link windows count before its body is even read.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Coroutine
 from typing import Annotated, Any
 from uuid import UUID
@@ -17,9 +18,11 @@ from uuid import UUID
 from fastapi import APIRouter, Query, Request, Response, status
 from fastapi.responses import HTMLResponse
 from fastapi.routing import APIRoute
+from starlette.types import Receive, Scope, Send
 
 from events_svc import errors
 from events_svc.actors import Actor
+from events_svc.documents import Slot, render_off_loop
 from events_svc.links import ICS_PATH, MY_TICKETS_PATH
 from events_svc.models import (
     PUBLIC_ERRORS,
@@ -200,6 +203,21 @@ class PdfResponse(Response):
     media_type = "application/pdf"
 
 
+class HeldPdf(PdfResponse):
+    """A rendered PDF that holds its document place until its last byte is sent (or the
+    sending fails), then gives it back."""
+
+    def __init__(self, body: bytes, slot: Slot, headers: dict[str, str]) -> None:
+        super().__init__(body, media_type="application/pdf", headers=headers)
+        self.slot = slot
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.slot.release()
+
+
 @router.get(
     f"{MY_TICKETS_PATH}/{{capability}}/tickets.pdf",
     name="public_my_tickets_pdf",
@@ -207,19 +225,31 @@ class PdfResponse(Response):
     responses={
         200: {"description": "One A6 page per open or done registration of the link"},
         **json_error_responses(*PUBLIC_ERRORS),
+        503: {
+            **json_error_responses(503)[503],
+            "description": "documents_busy: no place to render the PDF within 10 s "
+            "(Retry-After); busy, database_unavailable, or no capability secret",
+        },
     },
 )
 async def public_tickets_pdf(ctx: Ctx, request: Request, capability: str) -> Response:
-    """The link's tickets to print (404 `no_active_tickets` when none is left)."""
+    """The link's tickets to print (404 `no_active_tickets` when none is left); the link
+    is checked first, then the PDF takes a place in the process's document bound (503
+    `documents_busy` when none frees up within 10 s) until its last byte is sent."""
     if ctx.throttle is not None:  # the same window as the link's page
         await ctx.throttle.check_link(request, "my-tickets", capability)
     secret_set(ctx)
-    body = await verbs.tickets_pdf(ctx.db(), ctx.codec, capability, ctx.clock())
-    return Response(
-        body,
-        media_type="application/pdf",
-        headers={"Content-Disposition": 'inline; filename="tickets.pdf"'},
-    )
+    pages, title = await verbs.link_tickets(ctx.db(), ctx.codec, capability, ctx.clock())
+    slot = await ctx.documents.place()
+    render = asyncio.ensure_future(render_off_loop(pages, title=title))
+    try:
+        body = await asyncio.shield(render)
+    except BaseException:
+        if not render.done():  # a request cancelled: its thread renders on, then the place
+            await asyncio.wait({render})
+        slot.release()
+        raise
+    return HeldPdf(body, slot, {"Content-Disposition": 'inline; filename="tickets.pdf"'})
 
 
 async def register_through_intake(

@@ -4,7 +4,9 @@
 cannot see it), the filters (a ticket, slot or registration of another event: 422 with
 the API's code), the count (at most `MAX_BADGES`: 422 `too_many_badges` with `count`
 and `limit`), and writes the audit row (`badges_printed`: the format, the filters and
-the count, never a name), committed before the stream starts, like an export. The
+the count, never a name), committed before the stream starts, like an export. A caller
+that renders under a bound passes `admitted`: awaited between the checks and the audit
+row, with no connection held (a print refused there is checked, never audited). The
 stream then reads the rows by keyset pages of `PAGE_ROWS` (each a short query, no
 connection held between them; never more badges than were counted and audited) and
 renders each page of rows in a worker thread, so memory stays flat in the number of
@@ -15,7 +17,7 @@ page that says so.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
@@ -109,10 +111,30 @@ class BadgeSheet:
 
 
 async def start_badges(
-    pool: Pool, actor: Actor, event_id: UUID, filters: BadgeFilters
+    pool: Pool,
+    actor: Actor,
+    event_id: UUID,
+    filters: BadgeFilters,
+    admitted: Callable[[], Awaitable[object]] | None = None,
 ) -> BadgeSheet:
-    """Check, count and audit a badge print (see the module docstring)."""
+    """Check, count and audit a badge print (see the module docstring); `admitted` is
+    awaited after the checks, before the audit row."""
+    event, count = await _checked(pool, actor, event_id, filters)
+    if admitted is not None:
+        await admitted()
+    summary = {"format": event["badge_format"], "count": count, **filters.summary()}
     async with transaction(pool) as conn:
+        await write_audit(
+            conn, actor, "badges_printed", "event", event_id, event_id=event_id, summary=summary
+        )
+    return BadgeSheet(event_id, event["name"], event["badge_format"], count, filters, pool)
+
+
+async def _checked(
+    pool: Pool, actor: Actor, event_id: UUID, filters: BadgeFilters
+) -> tuple[Any, int]:
+    """(the event, the badges' count) once every check passed."""
+    async with connection(pool) as conn:
         event = await conn.fetchrow(_EVENT, event_id, actor.company_id)
         if event is None:
             raise errors.NotFound("No such event.")
@@ -142,11 +164,7 @@ async def start_badges(
                 count=count,
                 limit=MAX_BADGES,
             )
-        summary = {"format": event["badge_format"], "count": count, **filters.summary()}
-        await write_audit(
-            conn, actor, "badges_printed", "event", event_id, event_id=event_id, summary=summary
-        )
-    return BadgeSheet(event_id, event["name"], event["badge_format"], count, filters, pool)
+    return event, count
 
 
 async def badge_rows(sheet: BadgeSheet) -> AsyncIterator[list[Badge]]:

@@ -27,7 +27,8 @@ from events_svc.verbs.tokens import (
     revoke_token,
     start_console_session,
 )
-from tests.probes.console.kit import client, csrf_of
+from tests.probes.console.kit import client, code_of, console_of, csrf_of
+from tests.probes.helpers import make_event, register
 
 
 async def test_sign_in_page_carries_the_headers_and_a_strict_cookie(app: Any) -> None:
@@ -464,3 +465,24 @@ async def test_a_cookie_not_reissued_for_12_hours_fails_to_verify(app: Any, api:
         with patch.object(itsdangerous.timed.time, "time", return_value=time.time() - age):
             cookie = codec.dump(session)
         assert await opens(app, cookie) is live, age
+
+
+async def test_the_correction_form_refuses_control_characters_beside_the_field(
+    api: Any, admin: httpx.AsyncClient
+) -> None:
+    """A name with a control character is refused by the console's correction form as by
+    the API (the model they share), shown again without it, and nothing is written."""
+    event = await make_event(admin)
+    rid = await register(admin, event["id"], "Grace")
+    async with console_of(api, "*") as (c, csrf):
+        refused = await c.post(
+            f"/registrations/{rid}/correct",
+            data={"csrf_token": csrf, "reason": "typo", "name": "Grace\x1b[2JHopper"},
+        )
+        assert refused.status_code == 422, refused.text[:500]
+        assert "invalid_characters" in code_of(refused.text)
+        assert "\x1b" not in refused.text and 'value="Grace[2JHopper"' in refused.text
+    row = await api.pool.fetchrow(
+        "SELECT name, version FROM event.registrations WHERE id = $1", UUID(rid)
+    )
+    assert (row["name"], row["version"]) == ("Grace", 1)

@@ -176,6 +176,13 @@ async def test_saving_the_settings_and_a_refused_value(
         assert "validation_failed" in code_of(refused.text)
         assert "Enter a whole number of hours from 1 to 336." in refused.text
         assert 'href="#field-offer_hours"' in refused.text and 'value="0"' in refused.text
+        for typed in ("+5", " 5", "5.0", "\u0665", "²"):  # ASCII digits only
+            refused = await c.post(
+                f"/events/{event['id']}/waitlist-settings",
+                data={"csrf_token": csrf, "enabled": "1", "offer_hours": typed},
+            )
+            assert refused.status_code == 422, typed
+            assert "Enter a whole number of hours from 1 to 336." in refused.text
         # the verb's refusal: an offer is a mail
         wrong = await c.post(
             f"/events/{event['id']}/waitlist-settings",

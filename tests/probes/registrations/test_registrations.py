@@ -10,7 +10,7 @@ import asyncpg
 import httpx
 import pytest
 
-from events_svc import EventSurface, create_app
+from events_svc import EventSurface, create_app, errors
 from events_svc.loops import PASSES
 from events_svc.ports import PartnerContact, Ports
 from events_svc.settings import Settings
@@ -556,8 +556,8 @@ async def test_the_surface_registers_mints_and_runs_the_scheduler_without_http(
     surface = EventSurface(api.pool, Settings(capability_secrets=(secret,)))
     # the guarded intake: the route's own body model, so its allowlist holds here too
     ada = {"attendees": [{"name": "Ada", "email": "a@ex.org"}]}
-    with pytest.raises(Exception, match="does not take registrations"):
-        await surface.register_intake(ev["id"], ada)  # unpublished: closed by id
+    with pytest.raises(errors.EventNotPublished):
+        await surface.register_intake(ev["id"], ada)  # unpublished by id: the uniform 404
     with pytest.raises(ValidationError):
         await surface.register_intake(ev["id"], {"attendees": [{"name": "No email"}]})
     with pytest.raises(ValidationError):

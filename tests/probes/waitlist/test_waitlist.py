@@ -105,12 +105,12 @@ async def test_joining_refusals_follow_the_contract(
     }
     r = await join(public, eid, "late@example.org")
     assert (r.status_code, r.json()["error"]["code"]) == (409, "waitlist_disabled")
-    # an unpublished event by id, a missing one
+    # an unpublished event by id answers as a missing one: the uniform 404
     hidden = await make_event(admin, seats_max=1)
     r = await join(public, hidden["id"], "h@example.org")
-    assert (r.status_code, r.json()["error"]["code"]) == (409, "event_registrations_closed")
-    r = await join(public, str(uuid.uuid4()), "m@example.org")
-    assert r.status_code == 404
+    assert (r.status_code, r.json()["error"]["code"]) == (404, "event_not_published")
+    missing = await join(public, str(uuid.uuid4()), "m@example.org")
+    assert missing.status_code == 404 and missing.json() == r.json()
 
 
 async def test_a_ticket_and_slot_scope_is_checked_as_the_intake_checks_it(
@@ -235,6 +235,30 @@ async def test_an_offer_of_several_seats_names_the_guests(
     status = await status_of(public, entry)
     assert status["status"] == "offered" and status["seats"] == 3
     assert status["offer_expires_at"] is not None and status["position"] is None
+
+
+async def test_an_entry_joined_with_control_characters_before_they_were_refused_is_offered(
+    admin: httpx.AsyncClient, public: httpx.AsyncClient, pool: asyncpg.Pool
+) -> None:
+    """Names with control characters are refused since; an entry that holds one (joined
+    before) keeps its place: its offer is made, the drafts' names written without them."""
+    event = await listed_event(admin, 2)
+    taken = await fill(public, event["id"], 2)
+    await joined(public, event["id"], "old@example.org", seats=2, name="Old Timer")
+    await pool.execute(
+        "UPDATE event.waitlist_entry SET name = $2 WHERE event_id = $1",
+        uuid.UUID(event["id"]),
+        "Old\x1b[31m Timer\x07",
+    )
+    for rid in taken:
+        await cancel(admin, rid)
+    assert (await offer_pass(admin))["offers_made"] == 1
+    (row,) = await entries(pool, event["id"])
+    names = await pool.fetch(
+        "SELECT name FROM event.registrations WHERE id = ANY($1::uuid[]) ORDER BY name",
+        row["registration_ids"],
+    )
+    assert [r["name"] for r in names] == ["Old[31m Timer", "Old[31m Timer (guest 1)"]
 
 
 async def test_accepting_opens_the_held_drafts_and_arms_them(

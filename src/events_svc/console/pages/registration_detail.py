@@ -36,6 +36,7 @@ from events_svc.console.web import (
 from events_svc.documents import when as in_zone_words
 from events_svc.models import REGISTRATION_WRITABLE, ReasonBody, RegistrationPatch
 from events_svc.routes.deps import Cursor, ServiceContext, parse_if_match, pii_full
+from events_svc.text import visible
 from events_svc.verbs import public
 from events_svc.verbs.events import get_event, tickets
 from events_svc.verbs.registrations import corrections, revisions
@@ -234,7 +235,7 @@ def patch_fields(form: Form) -> dict[str, Any]:
 
 def _typed(form: Form, names: tuple[str, ...]) -> dict[str, str]:
     """What the operator typed and ticked, to show again when the form is refused."""
-    typed = {name: form.text(name) for name in names}
+    typed = {name: visible(form.text(name)) for name in names}  # shown, never acted on
     for name in CLEARABLE:
         if form.lists.get(f"clear_{name}") and name in names:
             typed[f"clear_{name}"] = "1"

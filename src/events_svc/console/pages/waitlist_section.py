@@ -79,7 +79,7 @@ def settings_values(form: Form) -> dict[str, Any]:
     """The settings form as the fields of the PUT body (no template: the built-in text)."""
     return {
         "enabled": form.values.get("enabled") == "1",
-        "offer_hours": form.text("offer_hours"),
+        "offer_hours": form.values.get("offer_hours", ""),  # a whole number: as typed
         "offer_template_id": form.optional("offer_template_id"),
     }
 

@@ -17,6 +17,7 @@ from events_svc import errors
 from events_svc.models import MAX_PER_ORDER, AttendeeInput, IntakeAttendee
 from events_svc.pages import EventForm
 from events_svc.pages.event import IDENTITY, Alert
+from events_svc.text import visible, whole_number
 
 MAX_ITEMS = 5000  # fields read from a form: 30 attendees' fields and 100 answers each fit
 MAX_ATTENDEES = MAX_PER_ORDER  # the intake's own bound
@@ -41,6 +42,7 @@ WORDS = {
     "waitlist_disabled": "This event has no waiting list.",
     "waitlist_not_needed": "Seats are free for this choice: you can register now.",
     "waitlist_already_joined": "This email is already on the waiting list for this choice.",
+    "invalid_characters": "Please remove the control characters from this field.",
 }
 FIELD_WORDS = {
     "name": "Enter the full name.",
@@ -48,6 +50,7 @@ FIELD_WORDS = {
     "phone": "Enter a phone number, like +44 20 7946 0000.",
     "company_name": "This company name is too long.",
     "seats": "Choose how many seats.",
+    "attendees": "Choose how many attendees.",
 }
 # refusals shown at the top of the form, with their status
 _TOP = frozenset(
@@ -63,7 +66,13 @@ _TOP = frozenset(
     }
 )
 _ANSWER_CODES = frozenset(
-    {"answer_required", "answer_invalid", "answer_not_of_question", "question_not_on_event"}
+    {
+        "answer_required",
+        "answer_invalid",
+        "answer_not_of_question",
+        "question_not_on_event",
+        "invalid_characters",
+    }
 )
 
 
@@ -77,6 +86,15 @@ class Posted:
 
     def text(self, name: str) -> str:
         return self.values.get(name, "").strip()
+
+    def raw(self, name: str) -> str:
+        """The field exactly as sent (a whole number: no space is trimmed)."""
+        return self.values.get(name, "")
+
+    def shown(self, name: str) -> str:
+        """The field as the page shows it again: no control character (a refused entry
+        is shown, never acted on); line breaks kept for a multi-line answer."""
+        return visible(self.values.get(name, ""), multiline=True)
 
 
 async def read_form(request: Request) -> Posted:
@@ -102,33 +120,37 @@ def uuid_of(raw: str) -> UUID | None:
 
 
 def count_of(raw: str) -> int:
-    """The number of attendee blocks asked for, 1 to the intake's bound."""
+    """The number of attendee blocks asked for, 1 to the intake's bound (1 when it is not
+    a number: `count_valid` says so)."""
     number = number_of(raw)
     return max(1, min(number, MAX_ATTENDEES)) if number is not None else 1
 
 
+def count_valid(raw: str) -> bool:
+    """Whether the attendees' number as typed is one (empty: the default, 1)."""
+    return not raw or number_of(raw) is not None
+
+
 def number_of(raw: str) -> int | None:
-    """A small whole number as typed (None: not one)."""
-    return int(raw) if raw.isdigit() and len(raw) <= 4 else None
+    """A small whole number as typed, ASCII digits only (None: not one)."""
+    return whole_number(raw, max_digits=4)
 
 
 def typed(posted: Posted, page: dict[str, Any]) -> EventForm:
     """What the attendee typed, as the page shows it again."""
-    count = count_of(posted.text("attendees"))
+    count = count_of(posted.raw("attendees"))
     attendees = []
     for n in range(1, count + 1):
         prefix = f"attendee-{n}-"
-        values: dict[str, Any] = {k: posted.values.get(prefix + k, "") for k in IDENTITY}
+        values: dict[str, Any] = {k: posted.shown(prefix + k) for k in IDENTITY}
         values["answers"] = {
-            str(q["id"]): posted.values.get(f"{prefix}q-{q['id']}", "")
+            str(q["id"]): posted.shown(f"{prefix}q-{q['id']}")
             for q in page["questions"]
             if not q["once_per_order"]
         }
         attendees.append(values)
     general = {
-        str(q["id"]): posted.values.get(f"q-{q['id']}", "")
-        for q in page["questions"]
-        if q["once_per_order"]
+        str(q["id"]): posted.shown(f"q-{q['id']}") for q in page["questions"] if q["once_per_order"]
     }
     return EventForm(
         ticket=posted.text("event_ticket_id")[:40],
@@ -189,10 +211,13 @@ def attendees_of(posted: Posted, page: dict[str, Any], form: EventForm) -> list[
         except ValidationError as exc:
             for err in exc.errors():
                 loc = err.get("loc", ())
+                control = err.get("type") == "invalid_characters"
                 if loc and loc[0] in IDENTITY:
-                    form.errors.setdefault(prefix + str(loc[0]), FIELD_WORDS[str(loc[0])])
+                    words = WORDS["invalid_characters"] if control else FIELD_WORDS[str(loc[0])]
+                    form.errors.setdefault(prefix + str(loc[0]), words)
                 elif len(loc) > 1 and loc[0] == "answers" and isinstance(loc[1], int):
-                    form.errors.setdefault(fields[loc[1]], "This answer is too long.")
+                    words = WORDS["invalid_characters"] if control else "This answer is too long."
+                    form.errors.setdefault(fields[loc[1]], words)
     return [AttendeeInput.model_validate(a.model_dump()) for a in attendees]
 
 

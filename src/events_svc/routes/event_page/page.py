@@ -39,6 +39,7 @@ from events_svc.routes.event_page.forms import (
     WORDS,
     Posted,
     attendees_of,
+    count_valid,
     number_of,
     read_form,
     refusal,
@@ -163,22 +164,24 @@ class Submission:
 
 async def _submission(ctx: ServiceContext, request: Request, key: str) -> Submission | Response:
     """Count the client's (or link's) window (over it: the short page, nothing read), read
-    the form and the page, check the form token."""
+    the form and the page, check the form token before any other field is interpreted
+    (refused: the entries are only shown again, never acted on)."""
     try:
         await count_intake_request(ctx, request, key)
     except errors.RateLimited as refused:
         return await _too_many(request, key, refused)
     posted = await read_form(request)
     page = await verbs.event_page(ctx.db(), ctx.codec, key, ctx.clock())
-    sent = Submission(page, posted, typed(posted, page))
+    refusal: Alert | None = None
     if posted.unreadable:
-        sent.form.alerts.append(Alert("form_unreadable", WORDS["form_unreadable"]))
-        sent.refused = True
+        refusal = Alert("form_unreadable", WORDS["form_unreadable"])
     elif not verbs.form_token_valid(
         ctx.codec, posted.text("form_token"), page["event"]["id"], ctx.clock()
     ):
-        sent.form.alerts.append(Alert("form_expired", WORDS["form_expired"]))
-        sent.refused = True
+        refusal = Alert("form_expired", WORDS["form_expired"])
+    sent = Submission(page, posted, typed(posted, page), refused=refusal is not None)
+    if refusal is not None:
+        sent.form.alerts.append(refusal)
     return sent
 
 
@@ -199,8 +202,10 @@ async def register(ctx: Ctx, request: Request, event_id_or_capability: str) -> R
     page, posted, form = sent.page, sent.posted, sent.form
     if sent.refused:
         return await _answer(ctx, request, key, page, form, 422)
+    if not count_valid(posted.raw("attendees")):
+        form.errors["attendees"] = FIELD_WORDS["attendees"]
     if posted.text("action") == "update":
-        return await _answer(ctx, request, key, page, form)
+        return await _answer(ctx, request, key, page, form, 422 if form.errors else 200)
     ticket_id, slot_id = uuid_of(form.ticket), uuid_of(form.slot)
     if page["tickets"] and ticket_id is None:
         form.errors["event_ticket_id"] = "Choose a ticket."
@@ -244,7 +249,9 @@ async def join_waitlist(ctx: Ctx, request: Request, event_id_or_capability: str)
         return sent
     page, posted, form = sent.page, sent.posted, sent.form
     fields = ("name", "email", "phone", "seats", "event_ticket_id", "event_slot_id")
-    form.waitlist = {name: posted.text(name)[:400] for name in fields}
+    typed = {name: posted.text(name)[:400] for name in fields}  # what is acted on
+    typed["seats"] = posted.raw("seats")[:400]  # a whole number: no space is trimmed
+    form.waitlist = {name: posted.shown(name).strip()[:400] for name in fields}  # shown
     form.offer_waitlist = True
     if sent.refused:
         return await _answer(ctx, request, key, page, form, 422)
@@ -252,7 +259,6 @@ async def join_waitlist(ctx: Ctx, request: Request, event_id_or_capability: str)
         form.alerts.append(Alert("waitlist_disabled", WORDS["waitlist_disabled"]))
         form.offer_waitlist = False
         return await _answer(ctx, request, key, page, form, 409)
-    typed = form.waitlist
     body: dict[str, Any] = {"name": typed["name"], "email": typed["email"], "phone": typed["phone"]}
     for name in ("event_ticket_id", "event_slot_id"):
         if typed[name]:
@@ -271,7 +277,9 @@ async def join_waitlist(ctx: Ctx, request: Request, event_id_or_capability: str)
         for err in exc.errors():
             loc = err.get("loc", ())
             if loc and loc[0] in FIELD_WORDS:
-                form.errors.setdefault(f"waitlist-{loc[0]}", FIELD_WORDS[str(loc[0])])
+                control = err.get("type") == "invalid_characters"
+                words = WORDS["invalid_characters"] if control else FIELD_WORDS[str(loc[0])]
+                form.errors.setdefault(f"waitlist-{loc[0]}", words)
         if not form.errors:
             form.alerts.append(Alert("validation_failed", "Please check the form."))
     if form.errors or form.alerts:

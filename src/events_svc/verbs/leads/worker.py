@@ -25,6 +25,9 @@ one request is recorded the same way (its type only), and the pass goes on.
 each sink call; a request it stops in is given back as it was (what its groups delivered
 is recorded), and the loop's pass is bounded (`loops.passes.PASS_BUDGET_S`), so a CRM
 that never answers delays only the lead requests.
+
+A parked (or recovered) request's log line names the event, the reason, the channel
+(`lead_sink`) and the sink's host and port: never the sink's URL path or query.
 """
 
 from __future__ import annotations
@@ -117,11 +120,24 @@ class LeadSummary:
         return dict(self.__dict__)
 
 
+def _sink_fields(sink: LeadSink) -> dict[str, Any]:
+    """What a lead request's log line names of the sink: the channel and, for a sink that
+    sends to a URL (`adapters.lead_webhook`), its host and port: never the URL's path or
+    query, never its secret."""
+    host = getattr(sink, "host", None)  # a host's own sink may have none
+    return {"channel": "lead_sink", **({"host": host} if isinstance(host, str) else {})}
+
+
 async def _park(
-    pool: Pool, claim: Claim, req: dict[str, Any], reason: str, now: datetime, trace: Any = None
+    pool: Pool,
+    claim: Claim,
+    req: dict[str, Any],
+    reason: str,
+    now: datetime,
+    trace: dict[str, Any] | None = None,
 ) -> None:
     """The request waits: its reason, one more attempt, its back-off (if the claim still
-    holds it)."""
+    holds it). `trace`: more fields of its log line (the sink's, an error's)."""
     attempts = int(req["attempts"]) + 1
     retry_at = now + LEAD_REQUESTS.delay(attempts)
     async with QUEUE.holding(pool, [(req["id"], claim.lease.token)]) as (conn, held):
@@ -139,13 +155,19 @@ async def _park(
     log.log(level, "lead request parked", extra={"fields": fields})
 
 
-async def _finish(pool: Pool, claim: Claim, req: dict[str, Any], now: datetime) -> None:
+async def _finish(
+    pool: Pool, claim: Claim, req: dict[str, Any], now: datetime, where: dict[str, Any]
+) -> None:
     async with QUEUE.holding(pool, [(req["id"], claim.lease.token)]) as (conn, held):
         if not held:
             return
         await conn.execute(_FINISH, req["id"], now)
     if req["error_detail"] is not None:
-        fields = {"event_id": str(req["event_id"]), "after_attempts": int(req["attempts"])}
+        fields = {
+            "event_id": str(req["event_id"]),
+            "after_attempts": int(req["attempts"]),
+            **where,  # the sink's channel and host
+        }
         log.info("lead request recovered", extra={"fields": fields})
 
 
@@ -178,12 +200,12 @@ async def _work(
         summary.groups_updated += out.updated
         if out.refused is not None:
             summary.parked += 1
-            await _park(pool, claim, req, out.refused, at())
+            await _park(pool, claim, req, out.refused, at(), _sink_fields(sink))
             return True
         if out.stopped:
             return False
     summary.finished += 1
-    await _finish(pool, claim, req, at())
+    await _finish(pool, claim, req, at(), _sink_fields(sink))
     return True
 
 
@@ -243,7 +265,8 @@ async def run_lead_pass(
                 except Exception as exc:  # recorded on its request; the pass goes on
                     summary.parked += 1
                     reason = f"lead request failed: {type(exc).__name__}"
-                    await _park(pool, claim, req, reason, at(), error_fields(exc))
+                    trace = {**_sink_fields(sink), **error_fields(exc)}  # never its message
+                    await _park(pool, claim, req, reason, at(), trace)
                     whole = True
                 if not whole:  # stopped inside it: given back as it was
                     summary.more = True

@@ -24,6 +24,7 @@ from events_svc.verbs.public.intake import (
     register_intake,
 )
 from events_svc.verbs.public.tickets import (
+    link_tickets,
     my_tickets,
     registration_tickets_pdf,
     ticket_pages,
@@ -36,6 +37,7 @@ __all__ = [
     "check_admitted",
     "intake_event",
     "intake_key",
+    "link_tickets",
     "mint_ics",
     "mint_intake",
     "mint_my_tickets",

@@ -33,13 +33,16 @@ def intake_key(codec: CapabilityCodec, key: str, now: datetime) -> tuple[UUID, b
 
 
 def check_admitted(event: Any, by_capability: bool, now: datetime) -> None:
-    """The intake's door: a missing or archived event is the uniform 404; a cancelled or
-    finished one, or (by id) one that is not published, 409 `event_registrations_closed`.
-    `event` needs `active`, `kanban_state`, `date_end`, `is_published`, `date_publish`."""
+    """The intake's door, as the event's page: a missing or archived event, or (by id) one
+    that is not published, is the uniform 404 (a private intake link still admits an
+    unpublished event); then a cancelled or finished one is 409
+    `event_registrations_closed`. `event` needs `active`, `kanban_state`, `date_end`,
+    `is_published`, `date_publish`."""
     if event is None or not event["active"]:
         raise errors.EventNotPublished()
-    closed = closed_to_registrations(event, now) is not None
-    if closed or (not by_capability and not is_visible(dict(event), now)):
+    if not by_capability and not is_visible(dict(event), now):
+        raise errors.EventNotPublished()
+    if closed_to_registrations(event, now) is not None:
         raise errors.RegistrationsClosed()
 
 

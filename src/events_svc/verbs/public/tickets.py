@@ -132,15 +132,24 @@ def ticket_pages(event: Any, rows: list[Any]) -> list[TicketPage]:
     return pages
 
 
-async def tickets_pdf(pool: Pool, codec: CapabilityCodec, token: str, now: datetime) -> bytes:
-    """The tickets PDF of a my-tickets link: one A6 page per `open` or `done` registration
-    (the link's rules as the page's: a uniform 404 for an unknown, tampered or archived
-    one); 404 `no_active_tickets` when none is left. Rendered off the event loop."""
+async def link_tickets(
+    pool: Pool, codec: CapabilityCodec, token: str, now: datetime
+) -> tuple[list[TicketPage], str]:
+    """The pages of a my-tickets link's tickets PDF and its title, read and checked before
+    anything is rendered: one per `open` or `done` registration (the link's rules as the
+    page's: a uniform 404 for an unknown, tampered or archived one); 404
+    `no_active_tickets` when none is left."""
     event, rows = await _link_rows(pool, codec, token, now)
     pages = ticket_pages(event, rows)
     if not pages:
         raise errors.NoActiveTickets("None of these registrations holds a ticket now.")
-    return await render_off_loop(pages, title=f"Tickets · {event['name']}")
+    return pages, f"Tickets · {event['name']}"
+
+
+async def tickets_pdf(pool: Pool, codec: CapabilityCodec, token: str, now: datetime) -> bytes:
+    """The tickets PDF of a my-tickets link (`link_tickets`), rendered off the event loop."""
+    pages, title = await link_tickets(pool, codec, token, now)
+    return await render_off_loop(pages, title=title)
 
 
 async def registration_tickets_pdf(pool: Pool, registration_id: UUID) -> bytes:

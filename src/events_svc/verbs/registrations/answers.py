@@ -9,6 +9,7 @@ from uuid import UUID
 
 from events_svc import errors
 from events_svc.models import AnswerInput, AttendeeInput
+from events_svc.text import has_breaks
 
 _IDENTITY_KINDS = {"name", "email", "phone", "company_name"}
 IDENTITY_FIELDS = ("name", "email", "phone", "company_name")
@@ -37,6 +38,23 @@ def share_general_answers(
                 )
         group.append(attendee.model_copy(update={"answers": own + shared}))
     return group
+
+
+def one_line_answers(
+    attendee: AttendeeInput, questions: dict[UUID, dict[str, Any]], at: str
+) -> None:
+    """Only a `text_box` answer is multi-line: any other text answer with a tab or a line
+    break is refused, naming it at `at` (where the attendee's answers are in the caller's
+    body). The model refused every other control character already."""
+    for index, answer in enumerate(attendee.answers):
+        q = questions.get(answer.question_id)
+        text = answer.value_text
+        if q is not None and q["kind"] != "text_box" and text is not None and has_breaks(text):
+            raise errors.InvalidCharacters(
+                "This answer is one line: tab and line breaks are not allowed.",
+                field=f"{at}.{index}.value_text",
+                question_id=str(q["id"]),
+            )
 
 
 def resolve_answers(

@@ -35,6 +35,7 @@ from events_svc.verbs.leads import queue_for_registrations
 from events_svc.verbs.mail import arm_entering_open
 from events_svc.verbs.registrations.answers import (
     IDENTITY_FIELDS,
+    one_line_answers,
     resolve_answers,
     share_general_answers,
 )
@@ -179,6 +180,11 @@ class RegisterRequest:
             return "waitlist"
         return "sale" if self.sale is not None else None
 
+    def answers_at(self, n: int) -> str:
+        """Where attendee `n`'s answers are in the caller's body (named by a refusal): the
+        intake's `attendees` list, or the one attendee's own `answers`."""
+        return f"attendees.{n}.answers" if self.source == "intake" else "answers"
+
     @property
     def queue_first(self) -> bool:
         """The public intake serves the waiting list first (officers are not held back)."""
@@ -297,6 +303,8 @@ async def _decide(scope: _Scope, r: RegisterRequest) -> _Accepted:
     ticket = _refusals(scope, r.slot_id, r.ticket_id, r.now, len(r.attendees))
     needs_questions = r.require_mandatory or any(a.answers for a in r.attendees)
     questions = await scope.questions() if needs_questions else {}
+    for n, attendee in enumerate(r.attendees):  # as sent: a refusal names its field
+        one_line_answers(attendee, questions, r.answers_at(n))
     group = share_general_answers(r.attendees, questions)
     resolved = [resolve_answers(a, questions, r.require_mandatory) for a in group]
     if r.state != "cancel":  # a cancelled row holds no seat

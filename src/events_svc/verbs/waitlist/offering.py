@@ -38,6 +38,7 @@ from events_svc.db import Connection, Pool, connection, must, transaction
 from events_svc.documents import when
 from events_svc.models import AttendeeInput
 from events_svc.ports import MailRefused, OutgoingMessage, Ports, RenderRequest
+from events_svc.text import visible
 from events_svc.verbs import partners
 from events_svc.verbs.audit import write_audit
 from events_svc.verbs.common import in_zone
@@ -152,10 +153,13 @@ def _guest_name(name: str, n: int) -> str:
 
 
 def _request(entry: dict[str, Any], hold_until: datetime, now: datetime) -> RegisterRequest:
-    """The held drafts of an entry's offer, as one request of the register verb."""
-    first = AttendeeInput(name=entry["name"], email=entry["email"], phone=entry["phone"])
+    """The held drafts of an entry's offer, as one request of the register verb. An entry
+    joined before names refused control characters keeps its place: its name is written
+    without them (`text.visible`), never refused here."""
+    name = visible(entry["name"])
+    first = AttendeeInput(name=name, email=entry["email"], phone=entry["phone"])
     guests = [
-        AttendeeInput(name=_guest_name(entry["name"], n), email=entry["email"])
+        AttendeeInput(name=_guest_name(name, n), email=entry["email"])
         for n in range(1, entry["seats"])
     ]
     return RegisterRequest(
