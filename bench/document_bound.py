@@ -26,6 +26,7 @@ from uuid import UUID
 import aiohttp
 
 from bench.common import drop_database, fresh_database, service
+from bench.documents import SEED
 from events_svc.db import create_pool
 from events_svc.settings import Settings
 from events_svc.verbs.badges import MAX_BADGES
@@ -35,21 +36,6 @@ SECONDS = 20.0  # each row's time under load
 TICK = 0.010  # /healthz every 10 ms
 GOAL_MS = 50.0
 BADGES = "/api/v1/event/admin/events/{}/badges.pdf"
-SEED = """
-WITH e AS (
-    INSERT INTO event.events (name, date_begin, date_end, date_tz, location, badge_format)
-    VALUES ('Bench Conference Ωmega 2027', '2027-05-10 09:00+00', '2027-05-12 18:00+00',
-        'Europe/Lisbon', 'Centro de Congressos, Lisboa', 'four_per_sheet')
-    RETURNING id
-)
-INSERT INTO event.registrations (event_id, name, company_name, state, barcode)
-SELECT e.id,
-    (ARRAY['Zoë Çelik', 'Ζωή Παπαδοπούλου', 'Анна Каренина', 'Grace Hopper'])[1 + g % 4]
-        || ' ' || g,
-    'Company ' || (g % 97), 'open', '88' || lpad(g::text, 12, '0')
-FROM e, generate_series(1, $1) g
-RETURNING event_id
-"""
 
 BOUND_HEADER = (
     "| bound | sheets at once | printed | refused 503 | sheet p50 s "
@@ -141,7 +127,7 @@ async def document_bound_run(admin_url: str, clients: int, badges: int = MAX_BAD
         pool = await create_pool(url, Settings(database_url=url, pool_min=1, pool_max=2))
         try:
             async with pool.acquire() as conn:
-                event_id = await conn.fetchval(SEED, badges)
+                event_id = await conn.fetchval(SEED, badges)  # the badges bench's event
                 await conn.execute("VACUUM ANALYZE event.registrations")
             token, _ = await create_token(pool, "bench", ["*"], None, datetime.now(UTC))
         finally:
