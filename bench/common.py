@@ -168,10 +168,13 @@ async def drop_database(admin_url: str) -> None:
 # --- the cells part 1 and part 8 share: the raw-SQL ceiling and HTTP (part 11: HTTP) ------
 
 RAW_LOCK = "SELECT id FROM event.events WHERE id = $1 FOR UPDATE"
+# the service's own count (`holds_seat_at` in its two halves: seats._COUNT_EVENT)
 RAW_COUNT = (
-    "SELECT count(*) FROM event.registrations"
-    " WHERE event_id = $1"
-    " AND event.holds_seat_at(state, active, sale_status, hold_expires_at, now())"
+    "SELECT (SELECT count(*) FROM event.registrations WHERE event_id = $1"
+    " AND event.holds_seat_for_good(state, active, sale_status, hold_expires_at))"
+    " + (SELECT count(*) FROM event.registrations WHERE event_id = $1"
+    " AND event.holds_seat_held(state, active, sale_status, hold_expires_at)"
+    " AND hold_expires_at > now())"
 )
 RAW_INSERT = "INSERT INTO event.registrations (event_id, barcode) VALUES ($1, $2)"
 

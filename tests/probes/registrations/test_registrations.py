@@ -416,12 +416,89 @@ async def test_the_seat_count_is_an_index_only_scan(api: Api, admin: httpx.Async
             others,
         )
         await conn.execute("VACUUM ANALYZE event.registrations")
-        from events_svc.verbs.registrations.seats import _COUNT_EVENT
+        from events_svc.verbs.registrations.seats import (
+            _COUNT_EVENT,
+            _COUNT_SLOT,
+            _COUNT_SLOT_TICKET,
+            _COUNT_TICKET,
+        )
 
         plan = "\n".join(
             r[0] for r in await conn.fetch("EXPLAIN " + _COUNT_EVENT, uuid.UUID(ev["id"]))
         )
-    assert "Index Only Scan using registrations_seat_event_idx" in plan, plan
+        # the rows held for good: counted from the index alone, nothing tested per row;
+        # the held drafts: a range of their own index
+        assert "Index Only Scan using registrations_seat_event_idx" in plan, plan
+        assert "Index Only Scan using registrations_seat_held_idx" in plan, plan
+        assert "Filter" not in plan, plan
+        some = uuid.uuid4()
+        for sql, args in (
+            (_COUNT_TICKET, (some,)),
+            (_COUNT_SLOT, (some,)),
+            (_COUNT_SLOT_TICKET, (some, some)),
+        ):
+            plan = "\n".join(r[0] for r in await conn.fetch("EXPLAIN " + sql, *args))
+            assert "Seq Scan" not in plan, plan
+
+
+async def test_the_two_halves_of_the_seat_count_are_holds_seat_at(api: Api):
+    """`holds_seat_at` is the one definition; the locked counts read it in two halves
+    (held for good, held and not ended): equal to it for every state, sale status,
+    activity and hold, at random instants, row by row and counted."""
+    async with api.pool.acquire() as conn:
+        differ = await conn.fetchval(
+            """
+            WITH r AS (
+                SELECT s::event.registration_state AS state, a AS active,
+                       p::event.sale_status AS sale_status, h AS hold_expires_at
+                FROM unnest(enum_range(NULL::event.registration_state)) s,
+                     unnest(ARRAY[true, false]) a,
+                     unnest(ARRAY[NULL] || enum_range(NULL::event.sale_status)::text[]) p,
+                     unnest(ARRAY[NULL, now() - interval '1 day', now(),
+                                  now() + interval '1 hour', now() + random() * interval '9 days']
+                            ::timestamptz[]) h
+            ), at AS (
+                SELECT now() + (random() - 0.5) * interval '20 days' AS at
+                FROM generate_series(1, 50)
+                UNION ALL SELECT now()
+            )
+            SELECT count(*) FROM r, at
+            WHERE event.holds_seat_at(state, active, sale_status, hold_expires_at, at)
+                  IS DISTINCT FROM
+                  (event.holds_seat_for_good(state, active, sale_status, hold_expires_at)
+                   OR (event.holds_seat_held(state, active, sale_status, hold_expires_at)
+                       AND hold_expires_at > at))
+            """
+        )
+        assert differ == 0
+        # counted: an event with rows in every state, some holds ended, some not
+        event_id = await conn.fetchval(
+            "INSERT INTO event.events (name, date_begin, date_end) VALUES ('x', now(), now())"
+            " RETURNING id"
+        )
+        await conn.execute(
+            "INSERT INTO event.registrations (event_id, barcode, state, active, sale_status,"
+            " hold_expires_at, state_origin)"
+            " SELECT $1, '66' || lpad(g::text, 12, '0'), st, g % 7 <> 0,"
+            " (ARRAY[NULL, 'free', 'sold', 'to_pay'])[1 + (g / 4) % 4]::event.sale_status,"
+            " CASE WHEN held THEN now() + (g % 11 - 5) * interval '1 hour' END,"
+            " CASE WHEN held THEN 'waitlist' END::event.state_origin"
+            " FROM generate_series(1, 3000) g,"
+            " LATERAL (SELECT (ARRAY['open','done','draft','cancel'])[1 + g % 4]"
+            "::event.registration_state AS st) s,"
+            " LATERAL (SELECT st = 'draft' AND g % 3 = 0 AS held) h",
+            event_id,
+        )
+        from events_svc.verbs.registrations.seats import _COUNT_EVENT
+
+        async with conn.transaction():  # now(): one instant for both
+            halves = await conn.fetchval(_COUNT_EVENT, event_id)
+            truth = await conn.fetchval(
+                "SELECT count(*) FROM event.registrations WHERE event_id = $1"
+                " AND event.holds_seat_at(state, active, sale_status, hold_expires_at, now())",
+                event_id,
+            )
+        assert halves == truth and 0 < truth < 3000
 
 
 async def test_the_surface_reads_the_same_truth(api: Api, admin: httpx.AsyncClient):

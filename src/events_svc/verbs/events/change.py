@@ -64,7 +64,11 @@ SELECT EXISTS (SELECT 1 FROM event.registrations WHERE event_id = $1 AND event_s
 _HAS_ATTENDEES = """
 SELECT EXISTS (SELECT 1 FROM event.registrations
                WHERE event_id = $1
-                 AND event.holds_seat_at(state, active, sale_status, hold_expires_at, now()))
+                 AND event.holds_seat_for_good(state, active, sale_status, hold_expires_at))
+    OR EXISTS (SELECT 1 FROM event.registrations
+               WHERE event_id = $1
+                 AND event.holds_seat_held(state, active, sale_status, hold_expires_at)
+                 AND hold_expires_at > now())
 """
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://[^/?#\s]+")
 _NOT_NULL = frozenset(

@@ -3,7 +3,9 @@
 A seat is a registration for which `event.holds_seat_at(state, active, sale_status,
 hold_expires_at, now())` holds (the one definition, in SQL: an active `open` or `done`
 row, an active `draft` of an unpaid order, `sale_status = to_pay`, or an active `draft`
-held for a waiting-list offer whose hold has not ended); nothing is stored. The time is
+held for a waiting-list offer whose hold has not ended); nothing is stored. The counts
+read it in its two halves, each over its own partial index with nothing tested per row
+(`holds_seat_for_good`, and `holds_seat_held` with a hold not ended: migration 0039). The time is
 the transaction's start: a writer that counts under the event lock never counts a hold
 as ended later than one that locked after it. `reserved` counts open rows, `used` done
 rows, `held` the drafts (unpaid or offered), `taken` all three, and `available = cap -
@@ -25,11 +27,21 @@ from uuid import UUID
 from events_svc import errors
 from events_svc.db import Connection
 
-# One grouped read over the partial index registrations_seat_event_idx.
+# The seat-holding rows are read in the two halves of `holds_seat_at` (migration 0039):
+# the rows that hold their seat for good (`holds_seat_for_good`), over their partial
+# indexes with nothing tested per row, and the held drafts whose hold has not ended
+# (`holds_seat_held` and `hold_expires_at > now()`), a range of their own small index.
+# One grouped read: registrations_seat_event_idx and registrations_seat_held_idx.
 _TAKEN_BY_SCOPE = """
 SELECT event_ticket_id, event_slot_id, state::text AS state, count(*) AS n
-FROM event.registrations
-WHERE event_id = $1 AND event.holds_seat_at(state, active, sale_status, hold_expires_at, now())
+FROM (SELECT event_ticket_id, event_slot_id, state FROM event.registrations
+      WHERE event_id = $1
+        AND event.holds_seat_for_good(state, active, sale_status, hold_expires_at)
+      UNION ALL
+      SELECT event_ticket_id, event_slot_id, state FROM event.registrations
+      WHERE event_id = $1
+        AND event.holds_seat_held(state, active, sale_status, hold_expires_at)
+        AND hold_expires_at > now()) AS seat
 GROUP BY event_ticket_id, event_slot_id, state
 """
 _TICKETS = "SELECT id, seats_max FROM event.tickets WHERE event_id = $1 ORDER BY created_at, id"
@@ -110,26 +122,44 @@ async def get_seat_view(
 
 
 # The locked counts of the register verb and the state machine: one statement per scope,
-# each an index-only scan of its partial index (registrations_seat_*_idx).
+# each the two halves: an index-only count of the scope's partial index of the rows held
+# for good (registrations_seat_event/ticket/slot_idx), nothing tested per row, plus the
+# held drafts whose hold has not ended (registrations_seat_held_idx, a handful of rows).
 _COUNT_EVENT = """
-SELECT count(*) FROM event.registrations
-WHERE event_id = $1
-  AND event.holds_seat_at(state, active, sale_status, hold_expires_at, now())
+SELECT (SELECT count(*) FROM event.registrations
+        WHERE event_id = $1
+          AND event.holds_seat_for_good(state, active, sale_status, hold_expires_at))
+     + (SELECT count(*) FROM event.registrations
+        WHERE event_id = $1
+          AND event.holds_seat_held(state, active, sale_status, hold_expires_at)
+          AND hold_expires_at > now())
 """
 _COUNT_TICKET = """
-SELECT count(*) FROM event.registrations
-WHERE event_ticket_id = $1
-  AND event.holds_seat_at(state, active, sale_status, hold_expires_at, now())
+SELECT (SELECT count(*) FROM event.registrations
+        WHERE event_ticket_id = $1
+          AND event.holds_seat_for_good(state, active, sale_status, hold_expires_at))
+     + (SELECT count(*) FROM event.registrations
+        WHERE event_ticket_id = $1
+          AND event.holds_seat_held(state, active, sale_status, hold_expires_at)
+          AND hold_expires_at > now())
 """
 _COUNT_SLOT = """
-SELECT count(*) FROM event.registrations
-WHERE event_slot_id = $1
-  AND event.holds_seat_at(state, active, sale_status, hold_expires_at, now())
+SELECT (SELECT count(*) FROM event.registrations
+        WHERE event_slot_id = $1
+          AND event.holds_seat_for_good(state, active, sale_status, hold_expires_at))
+     + (SELECT count(*) FROM event.registrations
+        WHERE event_slot_id = $1
+          AND event.holds_seat_held(state, active, sale_status, hold_expires_at)
+          AND hold_expires_at > now())
 """
 _COUNT_SLOT_TICKET = """
-SELECT count(*) FROM event.registrations
-WHERE event_slot_id = $1 AND event_ticket_id = $2
-  AND event.holds_seat_at(state, active, sale_status, hold_expires_at, now())
+SELECT (SELECT count(*) FROM event.registrations
+        WHERE event_slot_id = $1 AND event_ticket_id = $2
+          AND event.holds_seat_for_good(state, active, sale_status, hold_expires_at))
+     + (SELECT count(*) FROM event.registrations
+        WHERE event_slot_id = $1 AND event_ticket_id = $2
+          AND event.holds_seat_held(state, active, sale_status, hold_expires_at)
+          AND hold_expires_at > now())
 """
 
 
