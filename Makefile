@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 # TEST_WORKERS=0` runs in one
 TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
 
-.PHONY: run test lint migrate bench fuzz clean
+.PHONY: run test lint migrate bench bench-guard fuzz clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required")'
@@ -38,8 +38,12 @@ lint: $(STAMP)  ## format check, lint, import contracts, the faces' and the outb
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
 
-bench: $(STAMP)  ## the hot-event registration benchmark (embedded PostgreSQL unless EVENTS_BENCH_ADMIN_URL)
+bench: $(STAMP)  ## the hot-event registration benchmark (embedded PostgreSQL unless EVENTS_BENCH_ADMIN_URL), then the hot path's guard
 	$(BIN)/python -m bench $(BENCH_ARGS)
+	$(BIN)/python -m bench.guard --rounds 3
+
+bench-guard: $(STAMP)  ## the hot path against its baseline commit, a-b-b-a (under 3 minutes); exits 1 when more than 20 % slower
+	$(BIN)/python -m bench.guard $(GUARD_ARGS)
 
 fuzz: $(STAMP)  ## the OpenAPI probe with many examples; ends with operations, cases, failures
 	EVENTS_FUZZ_EXAMPLES=$${EVENTS_FUZZ_EXAMPLES:-200} $(BIN)/pytest tests/probes/test_fuzz.py -q $(PYTEST_ARGS)
