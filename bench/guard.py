@@ -27,15 +27,13 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from uuid import UUID
 
 import asyncpg
-import httpx
 
-from bench.common import DB, NEW_EVENT, SEED, admin_server, free_port, http_cell, with_db
+from bench.common import DB, NEW_EVENT, SEED, admin_server, http_cell, service, with_db
 
 # The register path's cost before the waiting list and the other phase-3 work; the seat
 # count in two halves (migration 0039) brought today's tree back to it.
@@ -89,33 +87,6 @@ def _token(tree: Path, url: str) -> str:
     return made.stdout.strip().splitlines()[-1]
 
 
-@contextlib.contextmanager
-def _serve(tree: Path, url: str) -> Iterator[str]:
-    port = free_port()
-    env = _env(tree, url, EVENTS_PORT=str(port), EVENTS_POOL_MAX="10", EVENTS_POOL_MIN="4")
-    argv = [sys.executable, "-m", "events_svc", "serve"]
-    with tempfile.TemporaryFile() as log:
-        proc = subprocess.Popen(argv, env=env, cwd=tree, stdout=subprocess.DEVNULL, stderr=log)
-        base = f"http://127.0.0.1:{port}"
-        try:
-            for _ in range(300):
-                with contextlib.suppress(httpx.TransportError):
-                    if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
-                        break
-                if proc.poll() is not None:
-                    break
-                time.sleep(0.2)
-            else:
-                raise RuntimeError("the service did not become ready")
-            if proc.poll() is not None:
-                log.seek(0)
-                raise RuntimeError(f"serve exited: {log.read().decode()[-2000:]}")
-            yield base
-        finally:
-            proc.terminate()
-            proc.wait(timeout=30)
-
-
 async def _fresh(admin_url: str) -> str:
     admin = await asyncpg.connect(admin_url)
     try:
@@ -144,7 +115,7 @@ def run_tree(tree: Path, admin_url: str, existing: int, seconds: float) -> dict[
     token = _token(tree, url)
     event_id = asyncio.run(_hot_event(url, existing))
     rates: dict[int, float] = {}
-    with _serve(tree, url) as base:
+    with service(url, 10, PYTHONPATH=str(tree / "src")) as base:  # `tree`'s own source
         asyncio.run(http_cell(base, token, event_id, 4, 1.0))  # warm: plans, connections
         for clients in CLIENTS:
             cell = asyncio.run(http_cell(base, token, event_id, clients, seconds))
