@@ -29,8 +29,8 @@ from events_svc.verbs.tokens import create_token
 from tests.probes.helpers import event_body, serve_processes, until_listening
 from tests.probes.webhooks.receiver import receiver
 
-SEATS = 60
-ATTEMPTS = 90  # registrations tried: SEATS succeed, the rest find the event full
+SEATS = 80  # deliveries: 0.5 s each, 4 at once in all, so 10 s of them to stop the victim in
+ATTEMPTS = 120  # registrations tried: SEATS succeed, the rest find the event full
 LEASE_S = 15  # the shortest lease the service accepts
 API = "/api/v1/event"
 
@@ -103,7 +103,9 @@ async def test_a_process_killed_mid_delivery_loses_no_committed_fact_and_sends_n
 
             statuses = Counter(await asyncio.gather(*(register(i) for i in range(ATTEMPTS))))
             assert statuses == {201: SEATS, 409: ATTEMPTS - SEATS}, statuses
-            await sink.wait_for(SEATS // 4, within=30)  # both loops are delivering
+            # deliveries have begun: stop the victim at a moment it holds some (tried
+            # each second while most of the backlog is still to send)
+            await sink.wait_for(SEATS // 10, within=30)
             held = await stop_holding(pool, victim)
             assert held, "the victim never held an attempt when stopped"
             victim.send_signal(signal.SIGKILL)  # mid-delivery: its attempts are in flight
